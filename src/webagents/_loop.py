@@ -1,0 +1,142 @@
+"""The model <-> tool loop of one turn, as a stream of events.
+
+A turn runs until the model answers without calling a tool, or until the turn limit. Several
+tool calls in one step run concurrently and their results go back in the order the model
+asked for them; a tool that fails sends its error back to the model as the tool's message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import ToolError, TurnLimitError
+from .model import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCall,
+    Usage,
+    parse_arguments,
+)
+
+if TYPE_CHECKING:
+    from .context import Context
+    from .skills.base import Skill, Tool
+
+log = logging.getLogger("webagents.loop")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    call: ToolCall
+    output: str
+    is_error: bool
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """A finished turn: the final answer and every message the turn added."""
+
+    output: str
+    messages: list[Message] = field(default_factory=list)
+    """The assistant and tool messages of this turn, in order (not the user's input)."""
+    usage: Usage = field(default_factory=Usage)
+    """Tokens over every model call of the turn, as the endpoint reported them."""
+    model_calls: int = 0
+    last_usage: Usage | None = None
+    """The last call's reported usage (its prompt_tokens is the conversation's size)."""
+
+
+Event = TextDelta | ToolCallStarted | ToolCallFinished | TurnResult
+
+
+async def run_turn(
+    *,
+    model: Model,
+    system_prompt: str,
+    history: list[Message],
+    tools: Mapping[str, Tool],
+    skills: Sequence[Skill[Any]],
+    ctx: Context,
+    max_turns: int,
+    stream: bool,
+) -> AsyncIterator[Event]:
+    """Run one turn over `history` (which already ends with the user's input).
+
+    New messages are appended to `history` as they happen, so a caller that stops early
+    keeps a consistent conversation up to the last finished step.
+    """
+    schemas = [tool.schema() for tool in tools.values()]
+    turn = TurnResult(output="")
+    for _ in range(max_turns):
+        sent = list(history)
+        for skill in skills:
+            await skill.before_model(ctx, sent)
+        request = ModelRequest([{"role": "system", "content": system_prompt}, *sent], schemas)
+
+        response: ModelResponse | None = None
+        if stream:
+            async for item in model.stream(request):
+                if isinstance(item, TextDelta):
+                    yield item
+                else:
+                    response = item
+            if response is None:
+                raise RuntimeError(f"{type(model).__name__}.stream ended without a response")
+        else:
+            response = await model.complete(request)
+
+        turn.model_calls += 1
+        if response.usage is not None:
+            turn.usage = turn.usage + response.usage
+            turn.last_usage = response.usage
+        message = response.to_message()
+        history.append(message)
+        turn.messages.append(message)
+
+        if not response.tool_calls:
+            turn.output = response.content or ""
+            for skill in skills:
+                await skill.on_turn_finished(ctx, turn)
+            yield turn
+            return
+
+        for call in response.tool_calls:
+            yield ToolCallStarted(call)
+        outcomes = await asyncio.gather(*(_call_tool(tools, ctx, c) for c in response.tool_calls))
+        for call, (output, is_error) in zip(response.tool_calls, outcomes, strict=True):
+            tool_message: Message = {"role": "tool", "tool_call_id": call.id, "content": output}
+            history.append(tool_message)
+            turn.messages.append(tool_message)
+            for skill in skills:
+                await skill.after_tool(ctx, call, output, is_error)
+            yield ToolCallFinished(call, output, is_error)
+    raise TurnLimitError(max_turns)
+
+
+async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) -> tuple[str, bool]:
+    tool = tools.get(call.name)
+    if tool is None:
+        names = ", ".join(sorted(tools)) or "none"
+        return f"Error: there is no tool named {call.name!r}; the tools are: {names}", True
+    try:
+        arguments = parse_arguments(call)
+        return await tool(ctx, arguments), False
+    except (ToolError, ValueError) as exc:
+        return f"Error: {exc}", True
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        log.exception("tool %s failed", call.name)
+        return f"Error: the tool failed ({type(exc).__name__}: {exc})", True

@@ -1,0 +1,208 @@
+"""The Agent: its skills, the system prompt of a conversation, and turns run through the loop.
+
+A `Conversation` is one caller's exchange with the agent. Its system prompt is built once,
+when it starts, from the instructions and every skill's contribution, and sent byte for byte
+the same on every later turn (R5), so a provider's prompt cache keeps working.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._loop import Event, TurnResult, run_turn
+from .caller import Caller
+from .context import AgentInfo, Context
+from .errors import ConfigError
+from .model import Message, Model
+from .skills.base import Skill, Tool, as_tool
+
+if TYPE_CHECKING:
+    from .agent_file import AgentSpec
+
+DEFAULT_MAX_TURNS = 20
+
+
+class _FunctionTools(Skill[Any]):
+    """Holds the plain functions given as `Agent(tools=[...])`."""
+
+    name = "tools"
+
+    def __init__(self, tools: Sequence[Tool]) -> None:
+        super().__init__()
+        self._tools = list(tools)
+
+
+class Agent:
+    """An agent: instructions, skills and a model.
+
+    `model` may be given directly (a `Model`, such as `webagents.testing.ScriptedModel`);
+    otherwise it comes from the skill that provides `model_name` (`openai/<name>`), resolved
+    the first time it is needed.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        instructions: str = "",
+        *,
+        skills: Iterable[Skill[Any]] = (),
+        tools: Iterable[Callable[..., Any] | Tool] = (),
+        model: Model | None = None,
+        model_name: str | None = None,
+        description: str = "",
+        max_turns: int = DEFAULT_MAX_TURNS,
+        directory: Path | None = None,
+        profile: str | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.name = name
+        self.instructions = instructions
+        self.description = description
+        self.model_name = model_name
+        self.max_turns = max_turns
+        self.info = AgentInfo(name=name, directory=directory, profile=profile)
+        self.skills: list[Skill[Any]] = list(skills)
+        function_tools = [as_tool(fn) for fn in tools]
+        if function_tools:
+            self.skills.append(_FunctionTools(function_tools))
+        for skill in self.skills:
+            skill.bind(self.info)
+        self._model = model
+        self.spec: AgentSpec | None = None
+        """The agent file this agent was loaded from, if any."""
+
+    @property
+    def directory(self) -> Path | None:
+        return self.info.directory
+
+    @property
+    def model(self) -> Model:
+        """The model, resolved from the skills on first use; ConfigError says what to set."""
+        if self._model is None:
+            for skill in self.skills:
+                found = skill.model_for(self.model_name)
+                if found is not None:
+                    self._model = found
+                    break
+            else:
+                raise ConfigError(
+                    f"agent {self.name!r} has no model: add `model: openai/<model>` to its "
+                    "AGENT.md (with the openai skill), or pass Agent(model=...)"
+                )
+        return self._model
+
+    def skill(self, name: str) -> Skill[Any] | None:
+        return next((s for s in self.skills if s.name == name), None)
+
+    async def start(
+        self,
+        caller: Caller | None = None,
+        *,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        messages: Sequence[Message] = (),
+        system_prompt: str | None = None,
+    ) -> Conversation:
+        """Begin a conversation (or continue a kept one: its messages and prompt snapshot)."""
+        ctx = Context(
+            agent=self.info,
+            caller=caller or Caller.owner(),
+            conversation_id=conversation_id,
+            metadata=dict(metadata or {}),
+        )
+        for skill in self.skills:
+            await skill.on_conversation_start(ctx)
+        if system_prompt is None:
+            system_prompt = await self.build_system_prompt(ctx)
+        tools: dict[str, Tool] = {}
+        for skill in self.skills:
+            for tool in skill.tools(ctx):
+                if tool.name in tools:
+                    raise ConfigError(
+                        f"two skills of agent {self.name!r} offer a tool named {tool.name!r}"
+                    )
+                tools[tool.name] = tool
+        return Conversation(self, ctx, system_prompt, tools, list(messages))
+
+    async def build_system_prompt(self, ctx: Context) -> str:
+        parts = [self.instructions.strip()]
+        for skill in self.skills:
+            part = await skill.prompt(ctx)
+            if part and part.strip():
+                parts.append(part.strip())
+        return "\n\n".join(p for p in parts if p)
+
+    async def run(self, input: str, *, caller: Caller | None = None) -> TurnResult:
+        """One turn of a new conversation."""
+        conversation = await self.start(caller)
+        return await conversation.send(input)
+
+    def run_sync(self, input: str, *, caller: Caller | None = None) -> TurnResult:
+        """`run` for code that is not async."""
+        return asyncio.run(self.run(input, caller=caller))
+
+    async def aclose(self) -> None:
+        if self._model is not None:
+            await self._model.aclose()
+
+
+class Conversation:
+    """One caller's conversation with an agent; the system prompt is fixed at its start."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        ctx: Context,
+        system_prompt: str,
+        tools: dict[str, Tool],
+        messages: list[Message],
+    ) -> None:
+        self.agent = agent
+        self.ctx = ctx
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self.messages = messages
+        """Everything after the system prompt, in OpenAI message form."""
+
+    @property
+    def caller(self) -> Caller:
+        return self.ctx.caller
+
+    async def send(self, input: str | Message | None = None) -> TurnResult:
+        """Add the input (a user message) and run the turn without streaming."""
+        result: TurnResult | None = None
+        async for event in self._turn(input, stream=False):
+            if isinstance(event, TurnResult):
+                result = event
+        assert result is not None  # the loop ends with a TurnResult or raises
+        return result
+
+    def stream(self, input: str | Message | None = None) -> AsyncIterator[Event]:
+        """Add the input and run the turn, yielding text deltas and tool calls as they happen.
+
+        The last event is the `TurnResult`.
+        """
+        return self._turn(input, stream=True)
+
+    async def _turn(self, input: str | Message | None, *, stream: bool) -> AsyncIterator[Event]:
+        if isinstance(input, str):
+            self.messages.append({"role": "user", "content": input})
+        elif input is not None:
+            self.messages.append(dict(input))
+        if not self.messages:
+            raise ValueError("a turn needs a user message")
+        async for event in run_turn(
+            model=self.agent.model,
+            system_prompt=self.system_prompt,
+            history=self.messages,
+            tools=self.tools,
+            skills=self.agent.skills,
+            ctx=self.ctx,
+            max_turns=self.agent.max_turns,
+            stream=stream,
+        ):
+            yield event

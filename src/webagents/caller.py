@@ -1,0 +1,89 @@
+"""Who is calling: the `Caller` value and the namespace its verified identity names.
+
+A `Caller` is made only by a transport after verification (the terminal chat for the owner,
+the HTTP server's verifiers for everyone else), never from anything a model says. Which
+namespaces a caller may read and write is decided elsewhere, from the namespace named here.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+
+OWNER_NAMESPACE = "owner"
+SHARED_NAMESPACE = "shared"
+MAX_IDENTITY_LENGTH = 256
+
+
+class CallerKind(StrEnum):
+    OWNER = "owner"
+    VERIFIED = "verified"
+    CHANNEL = "channel"
+    ANONYMOUS = "anonymous"
+
+
+def identity_is_nameable(identity: str) -> bool:
+    """Whether an identity can name a namespace (A2).
+
+    Refused: empty, over 256 characters, a comma, or any control/format/separator-line
+    character (so no newline can smuggle a second line into a prompt or a log).
+    """
+    if not identity or len(identity) > MAX_IDENTITY_LENGTH or "," in identity:
+        return False
+    return all(unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Zl", "Zp"} for ch in identity)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The verified party of one request or one terminal session."""
+
+    kind: CallerKind
+    identity: str | None = None
+    """The first verified identity (verified), or `<type>:<sender id>` (channel)."""
+    identities: tuple[str, ...] = ()
+    """Every identity the verifier established, first one first."""
+
+    @classmethod
+    def owner(cls) -> Caller:
+        return cls(CallerKind.OWNER)
+
+    @classmethod
+    def anonymous(cls) -> Caller:
+        return cls(CallerKind.ANONYMOUS)
+
+    @classmethod
+    def verified(cls, *identities: str) -> Caller:
+        if not identities:
+            raise ValueError("a verified caller needs at least one identity")
+        return cls(CallerKind.VERIFIED, identities[0], tuple(identities))
+
+    @classmethod
+    def channel(cls, channel_type: str, sender_id: str) -> Caller:
+        identity = f"{channel_type}:{sender_id}"
+        return cls(CallerKind.CHANNEL, identity, (identity,))
+
+    @property
+    def namespace(self) -> str | None:
+        """`owner`, `caller:<identity>`, `caller:channel:<type>:<id>`, or None."""
+        if self.kind is CallerKind.OWNER:
+            return OWNER_NAMESPACE
+        if self.identity is None or not identity_is_nameable(self.identity):
+            return None
+        if self.kind is CallerKind.VERIFIED:
+            return f"caller:{self.identity}"
+        if self.kind is CallerKind.CHANNEL:
+            return f"caller:channel:{self.identity}"
+        return None
+
+    @property
+    def is_owner(self) -> bool:
+        return self.kind is CallerKind.OWNER
+
+    def describe(self) -> str:
+        """A short human label for logs and the chat (never used for decisions)."""
+        if self.kind is CallerKind.OWNER:
+            return "owner"
+        if self.kind is CallerKind.ANONYMOUS:
+            return "anonymous"
+        return f"{self.kind.value} {self.identity!r}"

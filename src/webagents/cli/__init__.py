@@ -1,0 +1,92 @@
+"""The `webagents` command: `webagents [chat] [PATH]` and the subcommands of later issues.
+
+Only the CLI turns errors into exit codes: 2 for something the user must fix in a file or
+the environment, 1 for anything else that went wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import AgentFileError, ConfigError, WebAgentsError
+from ..home import validate_profile
+
+
+class _DefaultToChat(click.Group):
+    """`webagents PATH` and plain `webagents` mean `webagents chat [PATH]`."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            return "chat", self.commands["chat"], args
+        return super().resolve_command(ctx, args)
+
+
+def _check_profile(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        return validate_profile(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def profile_option(fn: Any) -> Any:
+    return click.option(
+        "--profile",
+        callback=_check_profile,
+        help="Keep all state in ~/.webagents-NAME instead of ~/.webagents.",
+    )(fn)
+
+
+def current_profile(ctx: click.Context, own: str | None) -> str | None:
+    """A command's own --profile, else the one given before the command."""
+    return own if own is not None else ctx.find_root().params.get("profile")
+
+
+@click.group(
+    cls=_DefaultToChat,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@profile_option
+@click.version_option(package_name="webagents")
+@click.pass_context
+def main(ctx: click.Context, profile: str | None) -> None:
+    """Agents whose memory is kept apart for every caller they serve.
+
+    With no command, chats with the agent in PATH (default: this folder).
+    """
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(chat)
+
+
+def run_or_exit(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a command body, turning webagents' errors into a message and an exit code."""
+    try:
+        return fn(*args, **kwargs)
+    except (AgentFileError, ConfigError) as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(2)
+    except WebAgentsError as exc:
+        click.secho(f"error: {exc}", fg="red", err=True)
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("path", default=".", type=click.Path(path_type=Path))
+@click.option("--offline", is_flag=True, help="Use the scripted offline model (no key needed).")
+@profile_option
+@click.pass_context
+def chat(ctx: click.Context, path: Path, offline: bool, profile: str | None) -> None:
+    """Chat with the agent in PATH in the terminal, as its owner."""
+    from .chat import run_chat
+
+    run_or_exit(run_chat, path, offline=offline, profile=current_profile(ctx, profile))

@@ -1,0 +1,253 @@
+"""The terminal chat: the person at the terminal is the agent's owner.
+
+Replies stream as they arrive, tool calls show as one dim line each, and slash commands come
+from the chat itself (/help, /new, /exit) and from the agent's skills. Ctrl-C at the prompt
+clears the line and during a reply stops it; Ctrl-D at an empty prompt leaves, as in a shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from rich.console import Console
+from rich.markup import escape
+
+from .._loop import ToolCallFinished, ToolCallStarted, TurnResult
+from ..agent import Agent, Conversation
+from ..agent_file import load_agent
+from ..caller import Caller
+from ..errors import ConfigError, WebAgentsError
+from ..model import TextDelta
+from ..skills.base import SlashCommand
+
+
+class LineReader(Protocol):
+    async def read(self, prompt: str) -> str:
+        """A line typed at the prompt; EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C."""
+        ...
+
+
+class PromptReader:
+    """prompt_toolkit's line editor, with history kept privately under the webagents home."""
+
+    def __init__(self, history_file: Path | None = None, **session_options: object) -> None:
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+
+        history: History = InMemoryHistory()
+        if history_file is not None:
+            from .._files import ensure_private_dir, ensure_private_file
+
+            ensure_private_dir(history_file.parent)
+            ensure_private_file(history_file)
+            history = FileHistory(str(history_file))
+        self._session: PromptSession[str] = PromptSession(history=history, **session_options)  # type: ignore[arg-type]
+
+    async def read(self, prompt: str) -> str:
+        line: str = await self._session.prompt_async(prompt)
+        return line
+
+
+class PlainReader:
+    """Lines from a stdin that is not a terminal (a pipe or a file)."""
+
+    async def read(self, prompt: str) -> str:
+        line: str = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+
+
+@dataclass
+class _Terminal:
+    """The ChatIO handed to skills' slash commands."""
+
+    console: Console
+    reader: LineReader
+
+    def say(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False)
+
+    async def confirm(self, question: str) -> bool:
+        try:
+            answer = await self.reader.read(f"{question} [y/N] ")
+        except (EOFError, KeyboardInterrupt):
+            return False
+        return answer.strip().lower() in {"y", "yes"}
+
+
+class ChatApp:
+    def __init__(
+        self,
+        agent: Agent,
+        *,
+        console: Console,
+        reader: LineReader,
+        notice: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.console = console
+        self.reader = reader
+        self.notice = notice
+        self.terminal = _Terminal(console, reader)
+        self.conversation: Conversation | None = None
+        self._line_open = False
+        self.commands: dict[str, tuple[str, Callable[[str], Awaitable[bool]]]] = {
+            "help": ("show the commands", self._help),
+            "new": ("start a new conversation", self._new),
+            "exit": ("leave the chat (or Ctrl-D)", self._exit),
+        }
+        for skill in agent.skills:
+            for command in skill.commands():
+                self.commands[command.name] = (command.help, self._skill_command(command))
+
+    def _skill_command(self, command: SlashCommand) -> Callable[[str], Awaitable[bool]]:
+        async def run(args: str) -> bool:
+            conversation = await self._conversation()
+            await command.run(self.terminal, conversation.ctx, args)
+            return True
+
+        return run
+
+    async def _conversation(self) -> Conversation:
+        if self.conversation is None:
+            self.conversation = await self.agent.start(Caller.owner())
+        return self.conversation
+
+    async def run(self) -> None:
+        model_name = getattr(self.agent.model, "name", "model")
+        self.console.print(
+            f"[bold]{escape(self.agent.name)}[/bold] [dim]· {escape(model_name)} · "
+            "/help for commands, Ctrl-D to leave[/dim]"
+        )
+        if self.notice:
+            self.console.print(f"[yellow]{escape(self.notice)}[/yellow]")
+        while True:
+            try:
+                line = await self.reader.read("> ")
+            except EOFError:
+                break
+            except KeyboardInterrupt:
+                continue
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not await self._command(line):
+                    break
+                continue
+            await self._turn(line)
+
+    async def _command(self, line: str) -> bool:
+        name, _, args = line[1:].partition(" ")
+        entry = self.commands.get(name.lower())
+        if entry is None:
+            self.console.print(
+                f"[red]unknown command /{escape(name)}[/red]; /help lists the commands"
+            )
+            return True
+        try:
+            return await entry[1](args.strip())
+        except WebAgentsError as exc:
+            self.console.print(f"[red]error:[/red] {escape(str(exc))}")
+            return True
+
+    async def _help(self, args: str) -> bool:
+        for name, (text, _) in self.commands.items():
+            self.console.print(f"  /{name:<10} {escape(text)}", highlight=False)
+        return True
+
+    async def _new(self, args: str) -> bool:
+        self.conversation = await self.agent.start(Caller.owner())
+        self.console.print("[dim]new conversation[/dim]")
+        return True
+
+    async def _exit(self, args: str) -> bool:
+        return False
+
+    async def _turn(self, text: str) -> None:
+        conversation = await self._conversation()
+        kept = len(conversation.messages)
+        task = asyncio.ensure_future(self._render(conversation, text))
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, task.cancel)
+        try:
+            await task
+        except asyncio.CancelledError:
+            del conversation.messages[kept:]
+            self.console.print()  # after the ^C the terminal echoed
+            self._line_open = False
+            self.console.print("[yellow]stopped[/yellow]")
+        except WebAgentsError as exc:
+            del conversation.messages[kept:]
+            self._end_line()
+            self.console.print(f"[red]error:[/red] {escape(str(exc))}")
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)
+
+    def _end_line(self) -> None:
+        """Finish a line a streamed reply left open."""
+        if self._line_open:
+            self.console.print()
+            self._line_open = False
+
+    async def _render(self, conversation: Conversation, text: str) -> None:
+        async for event in conversation.stream(text):
+            if isinstance(event, TextDelta):
+                self.console.print(event.text, end="", markup=False, highlight=False)
+                self._line_open = not event.text.endswith("\n")
+            elif isinstance(event, ToolCallStarted):
+                self._end_line()
+                args = (
+                    event.call.arguments
+                    if len(event.call.arguments) <= 80
+                    else (event.call.arguments[:77] + "...")
+                )
+                self.console.print(f"[dim]  ↳ {escape(event.call.name)}({escape(args)})[/dim]")
+            elif isinstance(event, ToolCallFinished):
+                output = " ".join(event.output.split())
+                output = output if len(output) <= 100 else output[:97] + "..."
+                style = "red" if event.is_error else "dim"
+                self.console.print(f"[{style}]    → {escape(output)}[/{style}]")
+            elif isinstance(event, TurnResult):
+                self._end_line()
+                usage = event.usage
+                self.console.print(
+                    f"[dim]({usage.prompt_tokens} tokens in, {usage.completion_tokens} out)[/dim]"
+                )
+
+
+def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -> None:
+    from ..home import chat_history_file
+    from ..testing import OFFLINE_NOTICE, OfflineModel
+
+    agent = load_agent(path, model=OfflineModel() if offline else None, profile=profile)
+    try:  # resolve now, so a missing key is reported before the prompt
+        agent.model  # noqa: B018
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}; or try the chat with the offline scripted model: --offline"
+        ) from None
+    console = Console(highlight=False)
+    reader: LineReader = (
+        PromptReader(chat_history_file(profile)) if sys.stdin.isatty() else PlainReader()
+    )
+
+    async def main() -> None:
+        try:
+            await ChatApp(
+                agent, console=console, reader=reader, notice=OFFLINE_NOTICE if offline else None
+            ).run()
+        finally:
+            await agent.aclose()
+
+    asyncio.run(main())

@@ -1,0 +1,38 @@
+"""The per-conversation context handed to skills, tools and hooks.
+
+Skill instances are shared by every conversation (and, when served, by every caller at once),
+so nothing about one caller or one conversation is kept on them: it travels here instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .caller import Caller
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    """What a skill may know about the agent it is part of."""
+
+    name: str
+    directory: Path | None = None
+    """The agent's folder (where AGENT.md is), or None for an agent built in code."""
+    profile: str | None = None
+    """The `--profile` in force, for skills that keep state under the webagents home."""
+
+
+@dataclass(slots=True)
+class Context:
+    """One conversation with one verified caller."""
+
+    agent: AgentInfo
+    caller: Caller
+    conversation_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The request's metadata as the client sent it (served requests), else empty."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """Per-conversation state; a skill keeps its own under its name."""

@@ -1,0 +1,42 @@
+"""Where webagents keeps its state: `~/.webagents`, or `~/.webagents-NAME` under a profile.
+
+This module is the only place that builds those paths. `WEBAGENTS_HOME` replaces
+`~/.webagents` (tests use it); a profile then becomes `$WEBAGENTS_HOME-NAME`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from .errors import ConfigError
+
+_PROFILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def validate_profile(profile: str) -> str:
+    if not _PROFILE.fullmatch(profile):
+        raise ConfigError(
+            f"profile name {profile!r} is not allowed: use 1-64 characters of a-z 0-9 _ -, "
+            "starting with a letter or digit (for example --profile work)"
+        )
+    return profile
+
+
+def webagents_home(profile: str | None = None) -> Path:
+    """The state folder: `~/.webagents` or, with a profile, `~/.webagents-<profile>`."""
+    base = os.environ.get("WEBAGENTS_HOME")
+    root = Path(base).expanduser() if base else Path.home() / ".webagents"
+    if profile is None:
+        return root
+    return root.with_name(f"{root.name}-{validate_profile(profile)}")
+
+
+def sessions_dir(profile: str | None = None) -> Path:
+    return webagents_home(profile) / "sessions"
+
+
+def chat_history_file(profile: str | None = None) -> Path:
+    """The terminal chat's line history (what was typed at the prompt)."""
+    return webagents_home(profile) / "chat-history"

@@ -1,0 +1,70 @@
+"""Test isolation: no model keys, a private webagents home, and no network beyond loopback."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_local(host: Any) -> bool:
+    if not isinstance(host, str):
+        return True  # AF_UNIX paths and the like
+    if host in {"localhost", ""}:
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _guard(address: Any) -> None:
+    host = address[0] if isinstance(address, tuple) else address
+    if not _is_local(host):
+        raise ConnectionRefusedError(f"tests may not reach the network ({host!r})")
+
+
+def _connect(self: socket.socket, address: Any) -> None:
+    _guard(address)
+    _real_connect(self, address)
+
+
+def _connect_ex(self: socket.socket, address: Any) -> int:
+    _guard(address)
+    return _real_connect_ex(self, address)
+
+
+def _getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    if isinstance(host, bytes):
+        host = host.decode()
+    if host is not None and not _is_local(host):
+        raise socket.gaierror(f"tests may not reach the network (resolving {host!r})")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WEBAGENTS_HOME", str(tmp_path / "home" / ".webagents"))
+    monkeypatch.setattr(socket.socket, "connect", _connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _getaddrinfo)
+    yield
+
+
+def write_agent(folder: Path, front_matter: str, body: str = "Be brief.") -> Path:
+    """An agent folder with the given AGENT.md front matter (YAML text, no fences)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "AGENT.md").write_text(
+        f"---\n{front_matter.strip()}\n---\n{body}\n", encoding="utf-8"
+    )
+    return folder

@@ -1,0 +1,105 @@
+"""A2 (which identities name a namespace), the webagents home, and private atomic files."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webagents import Caller
+from webagents._files import atomic_write, ensure_private_dir, ensure_private_file
+from webagents.caller import CallerKind
+from webagents.errors import ConfigError
+from webagents.home import chat_history_file, sessions_dir, webagents_home
+
+
+def test_a2_namespaces_of_each_kind_of_caller() -> None:
+    assert Caller.owner().namespace == "owner"
+    assert Caller.anonymous().namespace is None
+    assert Caller.verified("alice@example.com", "sub-1").namespace == "caller:alice@example.com"
+    assert Caller.channel("telegram", "4242").namespace == "caller:channel:telegram:4242"
+    assert Caller.verified("alice@example.com", "sub-1").identities == (
+        "alice@example.com",
+        "sub-1",
+    )
+
+
+@pytest.mark.parametrize(
+    "identity", ["a,b", "", "x" * 257, "line\nbreak", "tab\there", "zero\u200bwidth", "nul\x00"]
+)
+def test_a2_identities_that_cannot_name_a_namespace_get_none(identity: str) -> None:
+    assert Caller(CallerKind.VERIFIED, identity, (identity,)).namespace is None
+    assert Caller(CallerKind.CHANNEL, identity, (identity,)).namespace is None
+
+
+@given(st.text(min_size=1, max_size=256).filter(lambda s: "," not in s and s.isprintable()))
+def test_a2_printable_identities_name_their_own_namespace(identity: str) -> None:
+    assert Caller.verified(identity).namespace == f"caller:{identity}"
+
+
+def test_verified_needs_an_identity() -> None:
+    with pytest.raises(ValueError, match="at least one identity"):
+        Caller.verified()
+
+
+def test_home_and_profiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("WEBAGENTS_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert webagents_home() == tmp_path / ".webagents"
+    assert webagents_home("work") == tmp_path / ".webagents-work"
+    assert sessions_dir("work") == tmp_path / ".webagents-work" / "sessions"
+    monkeypatch.setenv("WEBAGENTS_HOME", str(tmp_path / "h" / "state"))
+    assert webagents_home() == tmp_path / "h" / "state"
+    assert chat_history_file("w2") == tmp_path / "h" / "state-w2" / "chat-history"
+
+
+@pytest.mark.parametrize("profile", ["", "../x", "Work", "a/b", "-x", "x" * 65])
+def test_bad_profile_names_are_refused_with_the_rule(profile: str) -> None:
+    with pytest.raises(ConfigError, match="use 1-64 characters of a-z 0-9 _ -"):
+        webagents_home(profile)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_private_files_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        folder = ensure_private_dir(tmp_path / "a" / "b")
+        atomic_write(folder / "note.md", b"first")
+        atomic_write(folder / "note.md", b"second")
+        loose = tmp_path / "loose"
+        loose.write_text("x")
+        os.chmod(loose, 0o666)
+        ensure_private_file(loose)
+    finally:
+        os.umask(old)
+    assert [_mode(p) for p in (tmp_path / "a", folder, folder / "note.md", loose)] == [
+        0o700,
+        0o700,
+        0o600,
+        0o600,
+    ]
+    assert (folder / "note.md").read_bytes() == b"second"
+    assert sorted(p.name for p in folder.iterdir()) == ["note.md"]  # no temporary file left
+
+
+def test_a_failed_atomic_write_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "kept.json"
+    atomic_write(target, b"old")
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, b"new")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]

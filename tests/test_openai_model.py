@@ -1,0 +1,147 @@
+"""R3: the openai skill's model over real HTTP, against the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from webagents import Agent, TextDelta, ToolCallFinished, TurnResult, Usage, load_agent, tool
+from webagents.errors import ModelError
+from webagents.model import ModelRequest
+from webagents.skills.openai import OpenAIModel
+from webagents.testing import ScriptedModel, ScriptedServer, call, reply
+
+from .conftest import write_agent
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[ScriptedModel, ScriptedServer]]:
+    model = ScriptedModel()
+    with ScriptedServer(model) as server:
+        yield model, server
+
+
+async def test_r3_base_url_from_the_environment_and_a_tool_loop(
+    scripted: tuple[ScriptedModel, ScriptedServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, server = scripted
+    model.add(
+        reply(None, call("add", a=2, b=2), call("add", a=1, b=1), usage=Usage(50, 9)),
+        reply("4 and 2.", usage=Usage(80, 3)),
+    )
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    folder = write_agent(
+        tmp_path / "calc", "model: openai/test-model\nskills:\n  - openai: {temperature: 0}"
+    )
+    agent = load_agent(folder)
+    agent = Agent(
+        agent.name,
+        agent.instructions,
+        skills=agent.skills,
+        tools=[add],
+        model_name="openai/test-model",
+    )
+    result = await agent.run("2+2 and 1+1")
+    await agent.aclose()
+
+    assert result.output == "4 and 2."
+    assert (result.usage, result.model_calls) == (Usage(130, 12), 2)
+    first, second = server.bodies
+    assert (first["model"], first["temperature"], first.get("stream")) == ("test-model", 0, None)
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    assert first["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "2+2 and 1+1"},
+    ]
+    assert [m["role"] for m in second["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+    assert [m.get("content") for m in second["messages"][3:]] == ["4", "2"]
+
+
+async def test_r3_streaming_over_http_with_tool_calls_and_usage(
+    scripted: tuple[ScriptedModel, ScriptedServer],
+) -> None:
+    model, server = scripted
+    model.add(
+        reply("Adding.", call("add", a=20, b=22), usage=Usage(33, 5)),
+        reply("The answer is 42, of course.", usage=Usage(60, 8)),
+    )
+    openai_model = OpenAIModel("m", base_url=server.base_url)
+    conversation = await Agent("calc", tools=[add], model=openai_model).start()
+    events = [e async for e in conversation.stream("20+22?")]
+    await openai_model.aclose()
+
+    deltas = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(deltas) > 3
+    assert "".join(deltas) == "Adding.The answer is 42, of course."
+    assert [
+        (e.call.name, e.call.arguments, e.output) for e in events if isinstance(e, ToolCallFinished)
+    ] == [("add", '{"a": 20, "b": 22}', "42")]
+    result = events[-1]
+    assert isinstance(result, TurnResult)
+    assert (result.output, result.usage) == ("The answer is 42, of course.", Usage(93, 13))
+    assert all(body["stream"] is True for body in server.bodies)
+    assert all(body["stream_options"] == {"include_usage": True} for body in server.bodies)
+
+
+async def test_r3_endpoint_errors_become_model_errors_that_say_what_to_check(
+    scripted: tuple[ScriptedModel, ScriptedServer],
+) -> None:
+    _, server = scripted  # an empty script: the server answers 500
+    model = OpenAIModel("m", base_url=server.base_url, max_retries=0)
+    request = ModelRequest([{"role": "user", "content": "hi"}])
+    with pytest.raises(ModelError, match=rf"the model endpoint at {server.base_url} answered 500"):
+        await model.complete(request)
+    with pytest.raises(ModelError, match="answered 500"):
+        [item async for item in model.stream(request)]
+    await model.aclose()
+    assert server.errors[0].startswith("ScriptMismatch: the model was called 1 times")
+
+
+async def test_r3_an_unreachable_endpoint_names_the_url() -> None:
+    model = OpenAIModel(
+        "m", base_url="http://127.0.0.1:9/v1", max_retries=0
+    )  # port 9: nothing listens
+    with pytest.raises(ModelError) as caught:
+        await model.complete(ModelRequest([{"role": "user", "content": "hi"}]))
+    assert str(caught.value) == (
+        "cannot reach the model endpoint at http://127.0.0.1:9/v1: check OPENAI_BASE_URL "
+        "and that the server is running"
+    )
+    await model.aclose()
+
+
+def test_scripted_server_speaks_chat_completions_to_plain_http(
+    scripted: tuple[ScriptedModel, ScriptedServer],
+) -> None:
+    model, server = scripted
+    model.add("plain")
+    listed = httpx.get(f"{server.base_url}/models").json()
+    assert listed["data"][0]["id"] == "scripted"
+    answer = httpx.post(
+        f"{server.base_url}/chat/completions",
+        json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
+    ).json()
+    assert answer["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": "plain",
+        "refusal": None,
+    }
+    assert (
+        answer["usage"]["total_tokens"]
+        == answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"]
+    )
