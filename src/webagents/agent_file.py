@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .agent import DEFAULT_MAX_TURNS, Agent
-from .errors import AgentFileError, SkillSettingsError
+from .errors import AgentFileError, SkillSettingsError, validation_problems
 from .model import Model
 from .skills import registry
 from .skills.base import Skill
@@ -241,14 +241,12 @@ def _typed(model: type[Any], value: Any, key: str, fail: Any) -> Any:
         return model.model_validate(value)
     except ValidationError as exc:
         accepted = ", ".join(model.model_fields)
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"])
-            if err["type"] == "extra_forbidden":
-                problems.append(f"unknown setting {key}.{where}")
-            else:
-                problems.append(f"{key}.{where}: {err['msg'].removeprefix('Value error, ')}")
-        raise fail(f"{'; '.join(problems)} (the {key} block takes: {accepted})", key) from None
+        problems = validation_problems(
+            exc,
+            unknown=lambda where: f"unknown setting {key}.{where}",
+            wrong=lambda where, msg: f"{key}.{where}: {msg}",
+        )
+        raise fail(f"{problems} (the {key} block takes: {accepted})", key) from None
 
 
 def _parse_skills(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+
+from pydantic import ValidationError
 
 
 class WebAgentsError(Exception):
@@ -49,3 +52,20 @@ class ToolError(WebAgentsError):
     The loop turns any exception from a tool into a tool message; raise this one when the
     message is meant for the model to act on ("key must be a slug: ...").
     """
+
+
+def validation_problems(
+    exc: ValidationError,
+    *,
+    unknown: Callable[[str], str],
+    wrong: Callable[[str, str], str],
+) -> str:
+    """pydantic's errors as one line: `unknown(where)` for an unexpected field, else `wrong`."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"])
+        if err["type"] == "extra_forbidden":
+            problems.append(unknown(where))
+        else:
+            problems.append(wrong(where, err["msg"].removeprefix("Value error, ")))
+    return "; ".join(problems)

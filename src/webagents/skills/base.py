@@ -17,7 +17,7 @@ import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..context import AgentInfo, Context
-from ..errors import SkillSettingsError, ToolError
+from ..errors import SkillSettingsError, ToolError, validation_problems
 
 if TYPE_CHECKING:
     from .._loop import TurnResult
@@ -37,14 +37,12 @@ S = TypeVar("S", bound=BaseModel)
 def settings_error(skill: str, model: type[BaseModel], exc: ValidationError) -> SkillSettingsError:
     """One message for every way a skill's settings can be wrong, listing what it takes."""
     accepted = ", ".join(model.model_fields) or "no settings"
-    problems = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "settings"
-        if err["type"] == "extra_forbidden":
-            problems.append(f"unknown setting {where!r}")
-        else:
-            problems.append(f"setting {where!r}: {err['msg']}")
-    return SkillSettingsError(f"skill {skill!r}: {'; '.join(problems)}; it takes: {accepted}")
+    problems = validation_problems(
+        exc,
+        unknown=lambda where: f"unknown setting {where!r}",
+        wrong=lambda where, msg: f"setting {where!r}: {msg}",
+    )
+    return SkillSettingsError(f"skill {skill!r}: {problems}; it takes: {accepted}")
 
 
 def validate_settings(skill: str, model: type[S], values: Mapping[str, Any] | None) -> S:
@@ -174,14 +172,11 @@ class Tool:
 
 
 def _arguments_problem(exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        if err["type"] == "extra_forbidden":
-            problems.append(f"{where}: this tool takes no such argument")
-        else:
-            problems.append(f"{where}: {err['msg']}")
-    return "invalid arguments: " + "; ".join(problems)
+    return "invalid arguments: " + validation_problems(
+        exc,
+        unknown=lambda where: f"{where}: this tool takes no such argument",
+        wrong=lambda where, msg: f"{where}: {msg}",
+    )
 
 
 F = TypeVar("F", bound=Callable[..., Any])
