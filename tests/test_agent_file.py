@@ -116,7 +116,8 @@ def test_r2_unknown_skill_is_refused_with_the_skills(tmp_path: Path) -> None:
         load_spec(folder)
     assert (caught.value.line, caught.value.reason) == (
         4,
-        "unknown skill 'memroy'; the skills are: openai",
+        "unknown skill 'memroy'; the skills are: openai "
+        "(or a skill of your own as package.module:ClassName)",
     )
 
 
@@ -157,8 +158,10 @@ def test_a5_plaintext_secrets_are_refused(tmp_path: Path) -> None:
     with pytest.raises(AgentFileError) as caught:
         load_spec(folder)
     assert caught.value.line == 2
-    assert "access.owner: access.owner must be env:NAME" in caught.value.reason
-    assert "a plaintext secret does not belong in AGENT.md" in caught.value.reason
+    assert caught.value.reason == (
+        "access.owner: must be env:NAME (read from the environment) or sha256:<64 hex digits> "
+        "(the key's SHA-256 digest); a plaintext secret does not belong in AGENT.md"
+    )
 
 
 def test_a5_plaintext_api_key_for_the_model_is_refused(tmp_path: Path) -> None:
@@ -280,3 +283,52 @@ def test_r4_a_given_model_replaces_the_files(tmp_path: Path) -> None:
     agent = load_agent(write_agent(tmp_path / "a", "model: openai/gpt-4o-mini"), model=model)
     assert agent.model is model
     assert agent.run_sync("hello").output == "hi"
+
+
+def test_r1_a_key_given_twice_is_refused(tmp_path: Path) -> None:
+    folder = write_agent(tmp_path / "a", "name: a\nmodel: openai/m\nname: b")
+    with pytest.raises(AgentFileError) as caught:
+        load_spec(folder)
+    assert (caught.value.line, caught.value.reason) == (
+        4,
+        "YAML error in the front matter: the key 'name' is given twice",
+    )
+    nested = write_agent(tmp_path / "n", "skills:\n  - openai: {temperature: 1, temperature: 2}")
+    with pytest.raises(AgentFileError, match="the key 'temperature' is given twice"):
+        load_spec(nested)
+
+
+def test_r1_a_byte_order_mark_is_not_a_way_around_the_front_matter(tmp_path: Path) -> None:
+    folder = tmp_path / "bom"
+    folder.mkdir()
+    (folder / "AGENT.md").write_text("\ufeff---\nmodle: x\n---\nHi.\n", encoding="utf-8")
+    with pytest.raises(AgentFileError, match="unknown key 'modle'"):
+        load_spec(folder)
+    late = tmp_path / "late"
+    late.mkdir()
+    (late / "AGENT.md").write_text("\n\n---\nname: late\n---\nHi.\n", encoding="utf-8")
+    with pytest.raises(AgentFileError) as caught:
+        load_spec(late)
+    assert (caught.value.line, caught.value.reason) == (
+        3,
+        "the front matter must start on the first line: remove the lines above ---",
+    )
+
+
+def test_r1_an_agent_folder_reached_by_a_symlink_keeps_its_name(tmp_path: Path) -> None:
+    real = write_agent(tmp_path / "real-folder", "description: linked")
+    (tmp_path / "linked").symlink_to(real)
+    spec = load_spec(tmp_path / "linked")
+    assert (spec.name, spec.directory) == ("linked", tmp_path / "linked")
+
+
+@pytest.mark.parametrize("api_key", ["env:", "env:sk-abc-123", "env:$HOME"])
+def test_a5_api_key_must_name_a_variable(tmp_path: Path, api_key: str) -> None:
+    folder = write_agent(tmp_path / "a", f"skills:\n  - openai: {{api_key: '{api_key}'}}")
+    with pytest.raises(AgentFileError) as caught:
+        load_spec(folder)
+    assert "api_key must be env:NAME" in caught.value.reason
+    assert (
+        api_key.removeprefix("env:") not in caught.value.reason.replace("env:NAME", "")
+        or api_key == "env:"
+    )

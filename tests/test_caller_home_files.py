@@ -41,6 +41,11 @@ def test_a2_printable_identities_name_their_own_namespace(identity: str) -> None
     assert Caller.verified(identity).namespace == f"caller:{identity}"
 
 
+def test_a2_a_verified_identity_cannot_pose_as_a_channel_sender() -> None:
+    assert Caller.channel("telegram", "4242").namespace == "caller:channel:telegram:4242"
+    assert Caller.verified("channel:telegram:4242").namespace is None
+
+
 def test_verified_needs_an_identity() -> None:
     with pytest.raises(ValueError, match="at least one identity"):
         Caller.verified()
@@ -67,24 +72,25 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-def test_private_files_whatever_the_umask(tmp_path: Path) -> None:
-    old = os.umask(0)
+@pytest.mark.parametrize("umask", [0o000, 0o277, 0o777])
+def test_private_files_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    old = os.umask(umask)
     try:
         folder = ensure_private_dir(tmp_path / "a" / "b")
         atomic_write(folder / "note.md", b"first")
         atomic_write(folder / "note.md", b"second")
         loose = tmp_path / "loose"
-        loose.write_text("x")
+        loose.touch()
         os.chmod(loose, 0o666)
+        open_folder = tmp_path / "open"
+        open_folder.mkdir()
+        os.chmod(open_folder, 0o755)
+        ensure_private_dir(open_folder)
         ensure_private_file(loose)
     finally:
         os.umask(old)
-    assert [_mode(p) for p in (tmp_path / "a", folder, folder / "note.md", loose)] == [
-        0o700,
-        0o700,
-        0o600,
-        0o600,
-    ]
+    modes = [_mode(p) for p in (tmp_path / "a", folder, folder / "note.md", loose, open_folder)]
+    assert modes == [0o700, 0o700, 0o600, 0o600, 0o700]
     assert (folder / "note.md").read_bytes() == b"second"
     assert sorted(p.name for p in folder.iterdir()) == ["note.md"]  # no temporary file left
 

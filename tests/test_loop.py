@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -60,7 +61,11 @@ async def test_r3_multi_step_loop_with_parallel_calls_and_failing_tools() -> Non
     tool_messages = [m for m in result.messages if m["role"] == "tool"]
     assert [(m["tool_call_id"], m["content"]) for m in tool_messages] == [
         ("call_1_0", "5"),
-        ("call_1_1", "Error: the tool failed (RuntimeError: boom)"),
+        (
+            "call_1_1",
+            "Error: the tool explode failed unexpectedly (RuntimeError); "
+            "the details are in the agent's log",
+        ),
         ("call_2_0", "Error: not today: ask again tomorrow"),
         ("call_2_1", "Error: there is no tool named 'nope'; the tools are: add, explode, refuse"),
         (
@@ -320,3 +325,65 @@ def test_scripted_model_reports_unused_replies_and_accepts_functions() -> None:
         "role": "user",
         "content": "ping",
     }
+
+
+async def test_r3_tool_calls_of_one_step_run_concurrently() -> None:
+    """Each tool waits for the other: run one after the other, they could never finish."""
+    barrier = asyncio.Barrier(2)
+
+    @tool
+    async def left() -> str:
+        """Meets right."""
+        await asyncio.wait_for(barrier.wait(), timeout=30)  # a guard against hanging forever
+        return "left met right"
+
+    @tool
+    async def right() -> str:
+        """Meets left."""
+        await asyncio.wait_for(barrier.wait(), timeout=30)
+        return "right met left"
+
+    model = ScriptedModel([[call("left"), call("right")], "both met"])
+    result = await Agent("meet", tools=[left, right], model=model).run("meet")
+    assert [m["content"] for m in result.messages if m["role"] == "tool"] == [
+        "left met right",
+        "right met left",
+    ]
+
+
+async def test_a_turn_stopped_mid_step_leaves_a_conversation_a_model_accepts() -> None:
+    twice = [call("add", a=1, b=2), call("add", a=3, b=4)]
+    model = ScriptedModel([twice, twice])
+    conversation = await Agent("calc", tools=[add], model=model).start()
+    async for event in conversation.stream("add twice"):
+        if isinstance(event, ToolCallStarted):
+            break  # the consumer goes away while the tools run
+    assert [m["role"] for m in conversation.messages] == ["user"]
+    async for event in conversation.stream("add twice"):
+        if isinstance(event, ToolCallFinished):
+            break  # after the results arrived: the call and both results are kept together
+    assert [m["role"] for m in conversation.messages] == [
+        "user",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+
+
+async def test_a_hook_that_edits_messages_changes_only_what_is_sent() -> None:
+    class Redact(Skill):  # type: ignore[type-arg]
+        name = "redact"
+
+        async def before_model(self, ctx: Context, messages: list[Message]) -> None:
+            for message in messages:
+                message["content"] = "[redacted]"
+
+    model = ScriptedModel(["ok"])
+    conversation = await Agent("r", skills=[Redact()], model=model).start()
+    await conversation.send("my secret")
+    assert model.requests[0].messages[1] == {"role": "user", "content": "[redacted]"}
+    assert conversation.messages == [
+        {"role": "user", "content": "my secret"},
+        {"role": "assistant", "content": "ok"},
+    ]

@@ -145,3 +145,35 @@ def test_scripted_server_speaks_chat_completions_to_plain_http(
         answer["usage"]["total_tokens"]
         == answer["usage"]["prompt_tokens"] + answer["usage"]["completion_tokens"]
     )
+
+
+def test_r3_the_environments_key_goes_only_to_the_environments_endpoint(
+    scripted: tuple[ScriptedModel, ScriptedServer], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, server = scripted
+    model.add("via env", "via file", "via file with its key")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-own-key")
+    monkeypatch.setenv("FILE_ENDPOINT_KEY", "sk-for-that-endpoint")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    env_agent = load_agent(write_agent(tmp_path / "env", "model: openai/m"))
+    named = f"model: openai/m\nskills:\n  - openai: {{base_url: '{server.base_url}'}}"
+    file_agent = load_agent(write_agent(tmp_path / "file", named))
+    keyed = named.replace("'}", "', api_key: env:FILE_ENDPOINT_KEY}")
+    keyed_agent = load_agent(write_agent(tmp_path / "keyed", keyed))
+    assert [a.run_sync("hi").output for a in (env_agent, file_agent, keyed_agent)] == [
+        "via env",
+        "via file",
+        "via file with its key",
+    ]
+    assert server.authorizations == [
+        "Bearer sk-the-users-own-key",
+        "Bearer unused",
+        "Bearer sk-for-that-endpoint",
+    ]
+
+
+def test_r4_run_sync_can_be_called_again(scripted: tuple[ScriptedModel, ScriptedServer]) -> None:
+    model, server = scripted
+    model.add("one", "two", "three")
+    agent = Agent("a", model=OpenAIModel("m", base_url=server.base_url))
+    assert [agent.run_sync(text).output for text in ("1", "2", "3")] == ["one", "two", "three"]

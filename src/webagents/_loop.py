@@ -8,6 +8,7 @@ asked for them; a tool that fails sends its error back to the model as the tool'
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,13 +75,14 @@ async def run_turn(
 ) -> AsyncIterator[Event]:
     """Run one turn over `history` (which already ends with the user's input).
 
-    New messages are appended to `history` as they happen, so a caller that stops early
-    keeps a consistent conversation up to the last finished step.
+    New messages are appended to `history` step by step (a tool call together with its
+    results), so a caller that stops early keeps a conversation a model accepts.
     """
     schemas = [tool.schema() for tool in tools.values()]
     turn = TurnResult(output="")
     for _ in range(max_turns):
-        sent = list(history)
+        # A deep copy: what a hook changes is what this call sends, never the conversation.
+        sent = copy.deepcopy(history)
         for skill in skills:
             await skill.before_model(ctx, sent)
         request = ModelRequest([{"role": "system", "content": system_prompt}, *sent], schemas)
@@ -102,10 +104,10 @@ async def run_turn(
             turn.usage = turn.usage + response.usage
             turn.last_usage = response.usage
         message = response.to_message()
-        history.append(message)
-        turn.messages.append(message)
 
         if not response.tool_calls:
+            history.append(message)
+            turn.messages.append(message)
             turn.output = response.content or ""
             for skill in skills:
                 await skill.on_turn_finished(ctx, turn)
@@ -115,10 +117,15 @@ async def run_turn(
         for call in response.tool_calls:
             yield ToolCallStarted(call)
         outcomes = await asyncio.gather(*(_call_tool(tools, ctx, c) for c in response.tool_calls))
+        results: list[Message] = [
+            {"role": "tool", "tool_call_id": call.id, "content": output}
+            for call, (output, _) in zip(response.tool_calls, outcomes, strict=True)
+        ]
+        # The call and all its results join the conversation together, so a turn stopped
+        # anywhere leaves a conversation a model accepts.
+        history.extend([message, *results])
+        turn.messages.extend([message, *results])
         for call, (output, is_error) in zip(response.tool_calls, outcomes, strict=True):
-            tool_message: Message = {"role": "tool", "tool_call_id": call.id, "content": output}
-            history.append(tool_message)
-            turn.messages.append(tool_message)
             for skill in skills:
                 await skill.after_tool(ctx, call, output, is_error)
             yield ToolCallFinished(call, output, is_error)
@@ -133,10 +140,16 @@ async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) ->
     try:
         arguments = parse_arguments(call)
         return await tool(ctx, arguments), False
-    except (ToolError, ValueError) as exc:
+    except ToolError as exc:
         return f"Error: {exc}", True
     except asyncio.CancelledError:
         raise
     except Exception as exc:
+        # The model sees that it failed, not why: exception text can carry paths and
+        # internals, and a served agent's model talks to strangers.
         log.exception("tool %s failed", call.name)
-        return f"Error: the tool failed ({type(exc).__name__}: {exc})", True
+        return (
+            f"Error: the tool {call.name} failed unexpectedly ({type(exc).__name__}); "
+            "the details are in the agent's log",
+            True,
+        )

@@ -142,8 +142,15 @@ class Agent:
         return await conversation.send(input)
 
     def run_sync(self, input: str, *, caller: Caller | None = None) -> TurnResult:
-        """`run` for code that is not async."""
-        return asyncio.run(self.run(input, caller=caller))
+        """`run` for code that is not async (each call runs its own event loop)."""
+
+        async def run_then_close() -> TurnResult:
+            try:
+                return await self.run(input, caller=caller)
+            finally:
+                await self.aclose()  # the loop ends here, and its connections with it
+
+        return asyncio.run(run_then_close())
 
     async def aclose(self) -> None:
         if self._model is not None:

@@ -8,6 +8,7 @@ reported where the parser found them.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +18,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .agent import DEFAULT_MAX_TURNS, Agent
-from .errors import AgentFileError, SkillSettingsError, validation_problems
+from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
-from .skills import registry
+from .skills import import_skill, is_import_path, registry
 from .skills.base import Skill
 
 log = logging.getLogger("webagents.agent_file")
@@ -31,11 +32,12 @@ _MODEL = re.compile(r"^openai/\S+$")
 _SECRET = re.compile(r"^(env:[A-Za-z_][A-Za-z0-9_]*|sha256:[0-9a-f]{64})$")
 
 
-def check_secret(value: str, *, what: str) -> str:
+def check_secret(value: str, *, what: str = "") -> str:
     """A5: secrets are `env:NAME` or `sha256:<hex>`, never the secret itself."""
     if not _SECRET.fullmatch(value):
         raise ValueError(
-            f"{what} must be env:NAME (read from the environment) or sha256:<64 hex digits> "
+            f"{what + ' ' if what else ''}must be env:NAME (read from the environment) or "
+            "sha256:<64 hex digits> "
             "(the key's SHA-256 digest); a plaintext secret does not belong in AGENT.md"
         )
     return value
@@ -71,13 +73,13 @@ class AccessSpec(BaseModel):
     @field_validator("owner")
     @classmethod
     def _owner(cls, value: str | None) -> str | None:
-        return None if value is None else check_secret(value, what="access.owner")
+        return None if value is None else check_secret(value)
 
     @field_validator("keys")
     @classmethod
     def _keys(cls, value: dict[str, str]) -> dict[str, str]:
         for identity, secret in value.items():
-            check_secret(secret, what=f"access.keys[{identity!r}]")
+            check_secret(secret, what=f"the key of {identity!r}")
         return value
 
     @field_validator("channels")
@@ -86,7 +88,7 @@ class AccessSpec(BaseModel):
         for channel, secret in value.items():
             if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", channel):
                 raise ValueError(f"channel type {channel!r} must be a short slug like telegram")
-            check_secret(secret, what=f"access.channels[{channel!r}]")
+            check_secret(secret, what=f"the bridge key of {channel!r}")
         return value
 
 
@@ -153,7 +155,8 @@ def agent_file_path(path: Path | str) -> Path:
 
 
 def load_spec(path: Path | str) -> AgentSpec:
-    file = agent_file_path(path).resolve()
+    # Absolute but not resolved: an agent folder reached through a symlink keeps its name.
+    file = Path(os.path.abspath(agent_file_path(path)))
     if not file.parent.is_dir():
         raise AgentFileError(
             "there is no such folder: give the folder of an agent", file=file.parent
@@ -172,8 +175,16 @@ def load_spec(path: Path | str) -> AgentSpec:
 
 def _split_front_matter(text: str, file: Path) -> tuple[str, str, int]:
     """(front matter, body, line of the front matter's first line)."""
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].rstrip("\r\n").rstrip() != "---":
+        first = next((n for n, line in enumerate(lines, 1) if line.strip()), None)
+        if first is not None and lines[first - 1].strip() == "---":
+            raise AgentFileError(
+                "the front matter must start on the first line: remove the lines above ---",
+                file=file,
+                line=first,
+            )
         return "", text, 1
     for index, line in enumerate(lines[1:], start=1):
         if line.rstrip("\r\n").rstrip() in ("---", "..."):
@@ -246,7 +257,9 @@ def _typed(model: type[Any], value: Any, key: str, fail: Any) -> Any:
             unknown=lambda where: f"unknown setting {key}.{where}",
             wrong=lambda where, msg: f"{key}.{where}: {msg}",
         )
-        raise fail(f"{problems} (the {key} block takes: {accepted})", key) from None
+        if any(err["type"] == "extra_forbidden" for err in exc.errors()):
+            problems += f" (the {key} block takes: {accepted})"
+        raise fail(problems, key) from None
 
 
 def _parse_skills(
@@ -273,20 +286,37 @@ def _parse_skills(
                 file=file,
                 line=item_line,
             )
-        if name not in known:
+        if not isinstance(name, str) or (name not in known and not is_import_path(name)):
             raise AgentFileError(
-                f"unknown skill {name!r}; the skills are: {', '.join(sorted(known))}",
+                f"unknown skill {name!r}; the skills are: {', '.join(sorted(known))} "
+                "(or a skill of your own as package.module:ClassName)",
                 file=file,
                 line=item_line,
             )
         if any(entry.name == name for entry in entries):
             raise AgentFileError(f"skill {name!r} is listed twice", file=file, line=item_line)
         try:
-            skill = known[name].from_settings(settings)
-        except SkillSettingsError as exc:
+            cls = known[name] if name in known else import_skill(name)
+            skill = cls.from_settings(settings)
+        except ConfigError as exc:
             raise AgentFileError(str(exc), file=file, line=item_line) from None
         entries.append(SkillEntry(name, dict(settings or {}), skill, item_line))
     return tuple(entries)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (the last would win)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def _load_yaml(
@@ -297,7 +327,7 @@ def _load_yaml(
         return {}, {}, []
     try:
         node = yaml.compose(front, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(front)
+        data = yaml.load(front, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + first_line if mark is not None else None

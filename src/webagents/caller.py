@@ -71,6 +71,8 @@ class Caller:
         if self.identity is None or not identity_is_nameable(self.identity):
             return None
         if self.kind is CallerKind.VERIFIED:
+            if self.identity.startswith("channel:"):
+                return None  # it would name a channel sender's namespace
             return f"caller:{self.identity}"
         if self.kind is CallerKind.CHANNEL:
             return f"caller:channel:{self.identity}"

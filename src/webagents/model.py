@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import ToolError
+
 Message = dict[str, Any]
 """One OpenAI-style chat message: {"role": ..., "content": ..., "tool_calls": ...}."""
 
@@ -105,16 +107,14 @@ class Model(ABC):
 
 
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
-    """The call's arguments as a dict; ValueError with a model-readable reason otherwise."""
+    """The call's arguments as a dict; ToolError with a model-readable reason otherwise."""
     text = call.arguments.strip() or "{}"
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
-        ) from None
+        raise ToolError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(value, dict):
-        raise ValueError("arguments must be a JSON object")
+        raise ToolError("arguments must be a JSON object")
     return value
 
 

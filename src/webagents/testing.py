@@ -17,15 +17,17 @@ import re
 import socket
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-from starlette.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from .context import Context
 from .model import (
     Message,
     Model,
@@ -36,6 +38,8 @@ from .model import (
     Usage,
     estimate_tokens,
 )
+from .openai_wire import DONE, Completion, error_body
+from .skills.base import Skill, tool
 
 
 class ScriptMismatch(AssertionError):
@@ -244,113 +248,43 @@ class OfflineModel(FunctionModel):
 # A real OpenAI-compatible HTTP endpoint around any Model
 
 
-@dataclass
-class ScriptedServer:
-    """Serve a model at `base_url` (http://127.0.0.1:<free port>/v1) from a background thread.
+class AppServer:
+    """Any ASGI app served by uvicorn from a background thread on a free loopback port.
 
-    Use as a context manager. `bodies` keeps every request body as received; `errors` keeps
-    what went wrong inside the model (a `ScriptMismatch`, say), which also answers HTTP 500.
+    For tests that need a real HTTP peer (a model endpoint, an identity provider's JWKS).
+    Use as a context manager; `url` is http://127.0.0.1:<port>.
     """
 
-    model: Model
-    host: str = "127.0.0.1"
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    port: int = 0
-    _thread: threading.Thread | None = None
-    _server: Any = None
+    def __init__(self, app: Any, *, host: str = "127.0.0.1") -> None:
+        self.app = app
+        self.host = host
+        self.port = 0
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
 
     @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
-    def app(self) -> Any:
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response, StreamingResponse
-        from starlette.routing import Route
-
-        async def completions(request: Request) -> Response:
-            body = await request.json()
-            self.bodies.append(body)
-            model_request = ModelRequest(
-                list(body.get("messages", [])), list(body.get("tools") or [])
-            )
-            created = int(time.time())
-            reply_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
-            name = body.get("model", self.model.name)
-            if not body.get("stream"):
-                try:
-                    response = await self.model.complete(model_request)
-                except Exception as exc:
-                    return self._failure(exc)
-                return JSONResponse(_completion_json(reply_id, created, name, response))
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            events = self.model.stream(model_request)
-            try:  # fail before the first byte, with a status, when the model fails at once
-                first = await anext(events)
-            except Exception as exc:
-                return self._failure(exc)
-            return StreamingResponse(
-                _sse(first, events, reply_id, created, name, include_usage),
-                media_type="text/event-stream",
-            )
-
-        async def models(request: Request) -> Response:
-            return JSONResponse(
-                {
-                    "object": "list",
-                    "data": [
-                        {
-                            "id": self.model.name,
-                            "object": "model",
-                            "created": 0,
-                            "owned_by": "webagents.testing",
-                        }
-                    ],
-                }
-            )
-
-        return Starlette(
-            routes=[
-                Route("/v1/chat/completions", completions, methods=["POST"]),
-                Route("/v1/models", models, methods=["GET"]),
-            ]
-        )
-
-    def _failure(self, exc: Exception) -> JSONResponse:
-        self.errors.append(f"{type(exc).__name__}: {exc}")
-        return JSONResponse(
-            {
-                "error": {
-                    "message": f"{type(exc).__name__}: {exc}",
-                    "type": "server_error",
-                    "code": "scripted_model_error",
-                }
-            },
-            status_code=500,
-        )
-
-    def start(self) -> ScriptedServer:
+    def start(self) -> Self:
         import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        sock.bind((self.host, 0))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app(), log_level="warning", lifespan="off")
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [sock]},
             daemon=True,
-            name=f"scripted-model-{self.port}",
+            name=f"app-server-{self.port}",
         )
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
             if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the scripted model server did not start")
+                raise RuntimeError("the test server did not start")
             time.sleep(0.01)
         return self
 
@@ -360,7 +294,7 @@ class ScriptedServer:
             self._server.force_exit = True  # a test ends: no need to wait for slow replies
             self._thread.join(timeout=10)
 
-    def __enter__(self) -> ScriptedServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -372,84 +306,144 @@ class ScriptedServer:
         self.stop()
 
 
-def _message_json(response: ModelResponse) -> dict[str, Any]:
-    message = response.to_message()
-    message.setdefault("refusal", None)
-    return message
+class ScriptedServer(AppServer):
+    """A model behind a real OpenAI-compatible endpoint at `base_url` (…/v1).
 
+    `bodies` keeps every request body as received; `errors` keeps what went wrong inside the
+    model (a `ScriptMismatch`, say), which also answers HTTP 500.
+    """
 
-def _completion_json(
-    reply_id: str, created: int, name: str, response: ModelResponse
-) -> dict[str, Any]:
-    return {
-        "id": reply_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": name,
-        "choices": [
-            {
-                "index": 0,
-                "message": _message_json(response),
-                "logprobs": None,
-                "finish_reason": response.finish_reason or "stop",
-            }
-        ],
-        "usage": (response.usage or Usage()).as_dict(),
-    }
+    def __init__(self, model: Model, *, host: str = "127.0.0.1") -> None:
+        from starlette.applications import Starlette
+        from starlette.routing import Route
+
+        self.model = model
+        self.bodies: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
+        """The Authorization header of each request, as received."""
+        self.errors: list[str] = []
+        super().__init__(
+            Starlette(
+                routes=[
+                    Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                    Route("/v1/models", self._models, methods=["GET"]),
+                ]
+            ),
+            host=host,
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    async def _completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.bodies.append(body)
+        self.authorizations.append(request.headers.get("authorization"))
+        model_request = ModelRequest(list(body.get("messages", [])), list(body.get("tools") or []))
+        completion = Completion(str(body.get("model", self.model.name)))
+        if not body.get("stream"):
+            try:
+                response = await self.model.complete(model_request)
+            except Exception as exc:
+                return self._failure(exc)
+            return JSONResponse(completion.body(response))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = self.model.stream(model_request)
+        try:  # fail before the first byte, with a status, when the model fails at once
+            first = await anext(events)
+        except Exception as exc:
+            return self._failure(exc)
+        return StreamingResponse(
+            _sse(completion, first, events, include_usage), media_type="text/event-stream"
+        )
+
+    async def _models(self, request: Request) -> Response:
+        model = {
+            "id": self.model.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "webagents.testing",
+        }
+        return JSONResponse({"object": "list", "data": [model]})
+
+    def _failure(self, exc: Exception) -> JSONResponse:
+        self.errors.append(f"{type(exc).__name__}: {exc}")
+        return JSONResponse(
+            error_body(f"{type(exc).__name__}: {exc}", "server_error", "scripted_model_error"),
+            status_code=500,
+        )
 
 
 async def _sse(
+    completion: Completion,
     first: TextDelta | ModelResponse,
     rest: AsyncIterator[TextDelta | ModelResponse],
-    reply_id: str,
-    created: int,
-    name: str,
     include_usage: bool,
 ) -> AsyncIterator[bytes]:
-    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
-        choices = (
-            []
-            if usage is not None
-            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-        )
-        payload: dict[str, Any] = {
-            "id": reply_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": name,
-            "choices": choices,
-        }
-        if usage is not None:
-            payload["usage"] = usage
-        return f"data: {json.dumps(payload)}\n\n".encode()
-
-    yield chunk({"role": "assistant", "content": ""})
+    yield completion.chunk({"role": "assistant", "content": ""})
     item: TextDelta | ModelResponse | None = first
     response: ModelResponse | None = None
     while item is not None:
         if isinstance(item, TextDelta):
-            yield chunk({"content": item.text})
+            yield completion.chunk({"content": item.text})
         else:
             response = item
         item = await anext(rest, None)
     assert response is not None
     for index, tool_call in enumerate(response.tool_calls):
-        yield chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": index,
-                        "id": tool_call.id,
-                        "type": "function",
-                        "function": {"name": tool_call.name, "arguments": ""},
-                    }
-                ]
-            }
-        )
-        yield chunk(
-            {"tool_calls": [{"index": index, "function": {"arguments": tool_call.arguments}}]}
-        )
-    yield chunk({}, response.finish_reason or "stop")
+        for chunk in completion.tool_call_chunks(index, tool_call):
+            yield chunk
+    yield completion.chunk({}, response.finish_reason or "stop")
     if include_usage:
-        yield chunk({}, usage=(response.usage or Usage()).as_dict())
-    yield b"data: [DONE]\n\n"
+        yield completion.usage_chunk(response.usage or Usage())
+    yield DONE
+
+
+# ---------------------------------------------------------------------------------------------
+# A skill for end-to-end tests of served agents
+
+
+class ProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    record: str | None = None
+    """A file the probe appends what happens to (a wait that starts, or is cancelled)."""
+
+
+class ProbeSkill(Skill[ProbeSettings]):
+    """Tells the model who the caller is, and can be made to wait: for end-to-end tests.
+
+    In an agent file: `- webagents.testing:ProbeSkill: {record: /tmp/events.log}`.
+    """
+
+    name = "probe"
+    Settings = ProbeSettings
+
+    @tool
+    async def whoami(self, ctx: Context) -> dict[str, Any]:
+        """Who is calling, as the agent verified it."""
+        return {
+            "kind": ctx.caller.kind.value,
+            "identity": ctx.caller.identity,
+            "namespace": ctx.caller.namespace,
+            "conversation_id": ctx.conversation_id,
+            "metadata": dict(ctx.metadata),
+        }
+
+    @tool
+    async def wait(self, seconds: float) -> str:
+        """Wait, then say so."""
+        self._record("wait started")
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            self._record("wait cancelled")
+            raise
+        self._record("wait finished")
+        return f"waited {seconds}s"
+
+    def _record(self, event: str) -> None:
+        if self.settings.record:
+            with open(self.settings.record, "a", encoding="utf-8") as handle:
+                handle.write(event + "\n")

@@ -23,7 +23,7 @@ class _DefaultToChat(click.Group):
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in self.commands:  # a PATH, or one of chat's options
             return "chat", self.commands["chat"], args
         return super().resolve_command(ctx, args)
 
@@ -53,7 +53,7 @@ def current_profile(ctx: click.Context, own: str | None) -> str | None:
 @click.group(
     cls=_DefaultToChat,
     invoke_without_command=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help"], "ignore_unknown_options": True},
 )
 @profile_option
 @click.version_option(package_name="webagents")
@@ -61,7 +61,8 @@ def current_profile(ctx: click.Context, own: str | None) -> str | None:
 def main(ctx: click.Context, profile: str | None) -> None:
     """Agents whose memory is kept apart for every caller they serve.
 
-    With no command, chats with the agent in PATH (default: this folder).
+    With no command, chats with the agent in PATH (default: this folder):
+    `webagents [chat] [PATH] [--offline]`.
     """
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if ctx.invoked_subcommand is None:
@@ -90,3 +91,75 @@ def chat(ctx: click.Context, path: Path, offline: bool, profile: str | None) -> 
     from .chat import run_chat
 
     run_or_exit(run_chat, path, offline=offline, profile=current_profile(ctx, profile))
+
+
+def _server_options(fn: Any) -> Any:
+    fn = click.option(
+        "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+    )(fn)
+    fn = click.option("--port", default=8000, show_default=True, help="Port (0: any free port).")(
+        fn
+    )
+    fn = click.option("--offline", is_flag=True, help="Answer with the scripted offline model.")(fn)
+    fn = click.option(
+        "--max-body-mb",
+        default=8,
+        show_default=True,
+        type=click.IntRange(1, 1024),
+        help="Largest request body accepted, in MiB.",
+    )(fn)
+    return profile_option(fn)
+
+
+@main.command()
+@click.argument("path", default=".", type=click.Path(path_type=Path))
+@_server_options
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    path: Path,
+    host: str,
+    port: int,
+    offline: bool,
+    max_body_mb: int,
+    profile: str | None,
+) -> None:
+    """Serve the agent in PATH over OpenAI's Chat Completions API."""
+    from .serve import serve_agent
+
+    run_or_exit(
+        serve_agent,
+        path,
+        host=host,
+        port=port,
+        offline=offline,
+        profile=current_profile(ctx, profile),
+        max_body_mb=max_body_mb,
+    )
+
+
+@main.command()
+@click.argument("root", default=".", type=click.Path(path_type=Path))
+@_server_options
+@click.pass_context
+def daemon(
+    ctx: click.Context,
+    root: Path,
+    host: str,
+    port: int,
+    offline: bool,
+    max_body_mb: int,
+    profile: str | None,
+) -> None:
+    """Serve every agent folder under ROOT, reloading an agent when its files change."""
+    from .serve import serve_folders
+
+    run_or_exit(
+        serve_folders,
+        root,
+        host=host,
+        port=port,
+        offline=offline,
+        profile=current_profile(ctx, profile),
+        max_body_mb=max_body_mb,
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -26,6 +28,17 @@ from ..caller import Caller
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
 from ..skills.base import SlashCommand
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from a model or a tool, without the control characters a terminal would obey
+    (escape sequences could clear the screen or rewrite what was shown)."""
+    return _CONTROL.sub("", text)
+
+
+log = logging.getLogger("webagents.chat")
 
 
 class LineReader(Protocol):
@@ -190,6 +203,11 @@ class ChatApp:
             del conversation.messages[kept:]
             self._end_line()
             self.console.print(f"[red]error:[/red] {escape(str(exc))}")
+        except Exception as exc:  # the chat outlives a bug in a skill or a model
+            log.exception("the turn failed")
+            del conversation.messages[kept:]
+            self._end_line()
+            self.console.print(f"[red]error:[/red] {escape(f'{type(exc).__name__}: {exc}')}")
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGINT)
@@ -203,18 +221,16 @@ class ChatApp:
     async def _render(self, conversation: Conversation, text: str) -> None:
         async for event in conversation.stream(text):
             if isinstance(event, TextDelta):
-                self.console.print(event.text, end="", markup=False, highlight=False)
+                self.console.print(printable(event.text), end="", markup=False, highlight=False)
                 self._line_open = not event.text.endswith("\n")
             elif isinstance(event, ToolCallStarted):
                 self._end_line()
-                args = (
-                    event.call.arguments
-                    if len(event.call.arguments) <= 80
-                    else (event.call.arguments[:77] + "...")
-                )
-                self.console.print(f"[dim]  ↳ {escape(event.call.name)}({escape(args)})[/dim]")
+                args = printable(event.call.arguments)
+                args = args if len(args) <= 80 else args[:77] + "..."
+                name = printable(event.call.name)
+                self.console.print(f"[dim]  ↳ {escape(name)}({escape(args)})[/dim]")
             elif isinstance(event, ToolCallFinished):
-                output = " ".join(event.output.split())
+                output = " ".join(printable(event.output).split())
                 output = output if len(output) <= 100 else output[:97] + "..."
                 style = "red" if event.is_error else "dim"
                 self.console.print(f"[{style}]    → {escape(output)}[/{style}]")
@@ -228,9 +244,13 @@ class ChatApp:
 
 def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -> None:
     from ..home import chat_history_file
-    from ..testing import OFFLINE_NOTICE, OfflineModel
 
-    agent = load_agent(path, model=OfflineModel() if offline else None, profile=profile)
+    model = notice = None
+    if offline:
+        from ..testing import OFFLINE_NOTICE, OfflineModel
+
+        model, notice = OfflineModel(), OFFLINE_NOTICE
+    agent = load_agent(path, model=model, profile=profile)
     try:  # resolve now, so a missing key is reported before the prompt
         agent.model  # noqa: B018
     except ConfigError as exc:
@@ -244,9 +264,7 @@ def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -
 
     async def main() -> None:
         try:
-            await ChatApp(
-                agent, console=console, reader=reader, notice=OFFLINE_NOTICE if offline else None
-            ).run()
+            await ChatApp(agent, console=console, reader=reader, notice=notice).run()
         finally:
             await agent.aclose()
 

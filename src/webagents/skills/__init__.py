@@ -1,10 +1,15 @@
-"""The skills an agent file can name, by name."""
+"""The skills an agent file can name: the built-in ones by name, any other by import path."""
 
 from __future__ import annotations
 
+import importlib
+import re
 from typing import Any
 
+from ..errors import ConfigError
 from .base import ChatIO, Skill, SlashCommand, Tool, tool
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def registry() -> dict[str, type[Skill[Any]]]:
@@ -14,4 +19,31 @@ def registry() -> dict[str, type[Skill[Any]]]:
     return {cls.name: cls for cls in (OpenAISkill,)}
 
 
-__all__ = ["ChatIO", "Skill", "SlashCommand", "Tool", "registry", "tool"]
+def is_import_path(name: str) -> bool:
+    """`package.module:ClassName`, how an agent file names a skill of its own."""
+    return bool(_IMPORT_PATH.fullmatch(name))
+
+
+def import_skill(path: str) -> type[Skill[Any]]:
+    """The Skill class at `package.module:ClassName`; ConfigError saying what is wrong."""
+    module_name, _, attribute = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import the skill {path}: {exc}") from None
+    found = getattr(module, attribute, None)
+    if not (isinstance(found, type) and issubclass(found, Skill)):
+        raise ConfigError(f"{path} is not a Skill class")
+    return found
+
+
+__all__ = [
+    "ChatIO",
+    "Skill",
+    "SlashCommand",
+    "Tool",
+    "import_skill",
+    "is_import_path",
+    "registry",
+    "tool",
+]

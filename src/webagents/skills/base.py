@@ -11,7 +11,17 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Generic,
+    Protocol,
+    TypeVar,
+    cast,
+    get_type_hints,
+    overload,
+)
 
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -36,13 +46,14 @@ S = TypeVar("S", bound=BaseModel)
 
 def settings_error(skill: str, model: type[BaseModel], exc: ValidationError) -> SkillSettingsError:
     """One message for every way a skill's settings can be wrong, listing what it takes."""
-    accepted = ", ".join(model.model_fields) or "no settings"
     problems = validation_problems(
         exc,
         unknown=lambda where: f"unknown setting {where!r}",
         wrong=lambda where, msg: f"setting {where!r}: {msg}",
     )
-    return SkillSettingsError(f"skill {skill!r}: {problems}; it takes: {accepted}")
+    if any(err["type"] == "extra_forbidden" for err in exc.errors()):
+        problems += f"; it takes: {', '.join(model.model_fields) or 'no settings'}"
+    return SkillSettingsError(f"skill {skill!r}: {problems}")
 
 
 def validate_settings(skill: str, model: type[S], values: Mapping[str, Any] | None) -> S:
@@ -182,7 +193,17 @@ def _arguments_problem(exc: ValidationError) -> str:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def tool(fn: F | None = None, *, name: str | None = None, description: str | None = None) -> Any:
+@overload
+def tool(fn: F, /) -> F: ...
+
+
+@overload
+def tool(*, name: str | None = None, description: str | None = None) -> Callable[[F], F]: ...
+
+
+def tool(
+    fn: F | None = None, /, *, name: str | None = None, description: str | None = None
+) -> F | Callable[[F], F]:
     """Mark a function or a skill method as a tool: `@tool` or `@tool(name=...)`."""
 
     def mark(f: F) -> F:

@@ -6,7 +6,9 @@ server and LiteLLM all work; the skill's settings may name them per agent instea
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -47,10 +49,13 @@ class OpenAIModel(Model):
         timeout: float = 120.0,
         max_retries: int = 2,
     ) -> None:
-        api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if api_key is None and base_url is None:
-            raise ConfigError(NO_ENDPOINT)
+        if base_url is None:
+            # The environment's key goes only to the environment's endpoint: an endpoint named
+            # in code or in an agent file gets the key it is given, or none.
+            base_url = os.environ.get("OPENAI_BASE_URL") or None
+            api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+            if api_key is None and base_url is None:
+                raise ConfigError(NO_ENDPOINT)
         self.name = model
         self.base_url = base_url or "https://api.openai.com/v1"
         self._options: dict[str, Any] = {}
@@ -59,9 +64,25 @@ class OpenAIModel(Model):
         if max_tokens is not None:
             self._options["max_tokens"] = max_tokens
         # A local server often needs no key, but the client insists on one.
-        self._client = openai.AsyncOpenAI(
-            api_key=api_key or "unused", base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+        self._client_options: dict[str, Any] = {
+            "api_key": api_key or "unused",
+            "base_url": self.base_url,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._clients: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+
+    @property
+    def _client(self) -> openai.AsyncOpenAI:
+        """The client of the running event loop: its connections belong to that loop, so an
+        agent used from several `asyncio.run` calls (run_sync) gets one client each."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            for old in [other for other in self._clients if other.is_closed()]:
+                del self._clients[old]
+            client = self._clients[loop] = openai.AsyncOpenAI(**self._client_options)
+        return client
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         arguments: dict[str, Any] = {
@@ -154,7 +175,9 @@ class OpenAIModel(Model):
         return ModelError(f"the model endpoint at {self.base_url} failed: {exc.message}")
 
     async def aclose(self) -> None:
-        await self._client.close()
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.close()
 
 
 class OpenAISettings(BaseModel):
@@ -169,7 +192,7 @@ class OpenAISettings(BaseModel):
     @field_validator("api_key")
     @classmethod
     def _env_only(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("env:"):
+        if value is not None and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", value):
             raise ValueError(
                 "api_key must be env:NAME (the variable that holds the key); "
                 "a key itself does not belong in AGENT.md"

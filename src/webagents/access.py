@@ -1,0 +1,249 @@
+"""The `access:` block's verifiers: who an HTTP request's bearer credential says it is.
+
+A request carries at most one credential. No credential is an anonymous caller; a credential
+that verifies is the owner, a verified caller or a channel sender; a credential that is
+presented but does not verify is refused (`Unauthorized`), never treated as anonymous (A1).
+Keys are kept as SHA-256 digests and compared in constant time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import jwt
+from jwt import PyJWK, PyJWKSet
+
+from .agent_file import AccessSpec, JwtIssuer
+from .caller import Caller
+from .errors import ConfigError, WebAgentsError
+
+log = logging.getLogger("webagents.access")
+
+CHANNEL_SENDER_HEADER = "x-webagents-channel-sender"
+ANONYMOUS_TOKEN = "anonymous"
+"""The bearer that says "no credential": `OpenAI(api_key="anonymous")`."""
+JWKS_TTL_SECONDS = 600.0
+JWKS_MIN_REFRESH_SECONDS = 30.0
+CLOCK_LEEWAY_SECONDS = 30
+
+
+class Unauthorized(WebAgentsError):
+    """A presented credential did not verify (HTTP 401)."""
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def resolve_secret(value: str, *, what: str, environ: Mapping[str, str] | None = None) -> bytes:
+    """The SHA-256 digest of a secret given as `env:NAME` or `sha256:<hex>` (A5)."""
+    if value.startswith("sha256:"):
+        return bytes.fromhex(value.removeprefix("sha256:"))
+    name = value.removeprefix("env:")
+    secret = (environ if environ is not None else os.environ).get(name)
+    if not secret:
+        raise ConfigError(f"{what} is env:{name}, but the environment variable {name} is not set")
+    return _digest(secret)
+
+
+def _is_loopback_http(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
+
+
+@dataclass
+class _Jwks:
+    """One issuer's signing keys, fetched on first use and refreshed on an unknown key id."""
+
+    url: str
+    keys: dict[str, PyJWK] = field(default_factory=dict)
+    fetched_at: float = float("-inf")
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def key(self, kid: str | None, client: httpx.AsyncClient) -> PyJWK:
+        found = self._pick(kid)
+        stale = time.monotonic() - self.fetched_at > JWKS_TTL_SECONDS
+        if found is not None and not stale:
+            return found
+        async with self.lock:
+            # An unknown kid refreshes at most every JWKS_MIN_REFRESH_SECONDS, so a flood of
+            # made-up key ids cannot turn into a flood of requests to the issuer.
+            if time.monotonic() - self.fetched_at > JWKS_MIN_REFRESH_SECONDS:
+                await self._fetch(client)
+        found = self._pick(kid)
+        if found is None:
+            raise Unauthorized("the token's signing key is not among the issuer's keys")
+        return found
+
+    def _pick(self, kid: str | None) -> PyJWK | None:
+        if kid is not None:
+            return self.keys.get(kid)
+        return next(iter(self.keys.values())) if len(self.keys) == 1 else None
+
+    async def _fetch(self, client: httpx.AsyncClient) -> None:
+        try:
+            response = await client.get(self.url, timeout=10)
+            response.raise_for_status()
+            keyset = PyJWKSet.from_dict(response.json())
+        except (httpx.HTTPError, json.JSONDecodeError, jwt.PyJWKSetError, ValueError) as exc:
+            log.warning("cannot fetch the JWKS at %s: %s", self.url, exc)
+            self.fetched_at = time.monotonic()
+            return
+        self.keys = {key.key_id or f"#{index}": key for index, key in enumerate(keyset.keys)}
+        self.fetched_at = time.monotonic()
+
+
+@dataclass
+class _Issuer:
+    spec: JwtIssuer
+    jwks: _Jwks
+
+
+class AccessVerifier:
+    """Turns a request's credential into a `Caller`, by the agent's `access:` block."""
+
+    def __init__(
+        self,
+        spec: AccessSpec | None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        spec = spec or AccessSpec()
+        self.configured = bool(spec.owner or spec.keys or spec.jwt or spec.channels)
+        self._owner = (
+            resolve_secret(spec.owner, what="access.owner", environ=environ) if spec.owner else None
+        )
+        self._keys = [
+            (identity, resolve_secret(secret, what=f"access.keys[{identity!r}]", environ=environ))
+            for identity, secret in spec.keys.items()
+        ]
+        self._channels = [
+            (kind, resolve_secret(secret, what=f"access.channels[{kind!r}]", environ=environ))
+            for kind, secret in spec.channels.items()
+        ]
+        for issuer in spec.jwt:
+            if not (issuer.jwks.startswith("https://") or _is_loopback_http(issuer.jwks)):
+                raise ConfigError(
+                    f"access.jwt: the JWKS of {issuer.issuer} must be an https:// URL "
+                    f"(got {issuer.jwks})"
+                )
+        self._issuers = {i.issuer: _Issuer(i, _Jwks(i.jwks)) for i in spec.jwt}
+        digests = [d for d in (self._owner,) if d] + [d for _, d in self._keys + self._channels]
+        if len(set(digests)) != len(digests):
+            raise ConfigError(
+                "access: the same key is given twice (owner, keys and channels each need their "
+                "own key), so a request could not say who it is"
+            )
+        self._http = http
+
+    def describe(self) -> str:
+        """What this verifier accepts, for the serve banner (no secrets)."""
+        parts = []
+        if self._owner is not None:
+            parts.append("the owner key")
+        if self._keys:
+            parts.append(f"{len(self._keys)} API key{'s' if len(self._keys) != 1 else ''}")
+        if self._issuers:
+            parts.append("JWTs from " + ", ".join(self._issuers))
+        if self._channels:
+            parts.append("channel bridges (" + ", ".join(k for k, _ in self._channels) + ")")
+        return ", ".join(parts) or "nothing"
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def caller(self, authorization: str | None, headers: Mapping[str, str]) -> Caller:
+        """The verified caller of a request; `Unauthorized` when a credential fails."""
+        sender = headers.get(CHANNEL_SENDER_HEADER)
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        token = token.strip()
+        # No header, an empty bearer, or the bearer `anonymous` (for clients that insist on
+        # sending a key, as the official one does) present no credential at all.
+        if not scheme or (scheme.lower() == "bearer" and token in ("", ANONYMOUS_TOKEN)):
+            if sender is not None:
+                raise Unauthorized("a channel sender header needs its bridge's key")
+            return Caller.anonymous()
+        if scheme.lower() != "bearer":
+            raise Unauthorized("send the credential as Authorization: Bearer <token>")
+
+        presented = _digest(token)
+        owner = self._owner is not None and hmac.compare_digest(presented, self._owner)
+        channel = _match(presented, self._channels)
+        identity = _match(presented, self._keys)
+        if channel is not None:
+            if sender is None or not sender.strip():
+                raise Unauthorized(
+                    f"the {channel} bridge must name the sender in X-Webagents-Channel-Sender"
+                )
+            return Caller.channel(channel, sender.strip())
+        if sender is not None:
+            raise Unauthorized("only a channel bridge's key may name a channel sender")
+        if owner:
+            return Caller.owner()
+        if identity is not None:
+            return Caller.verified(identity)
+        if token.count(".") == 2 and self._issuers:
+            return await self._jwt_caller(token)
+        raise Unauthorized("the bearer token is not valid for this agent")
+
+    async def _jwt_caller(self, token: str) -> Caller:
+        try:
+            header = jwt.get_unverified_header(token)
+            claimed = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            raise Unauthorized("the bearer token is not a valid JWT") from None
+        issuer = self._issuers.get(str(claimed.get("iss")))
+        if issuer is None:
+            raise Unauthorized("the token's issuer is not trusted by this agent")
+        algorithm = header.get("alg")
+        if algorithm not in issuer.spec.algorithms:
+            raise Unauthorized(f"the token's algorithm {algorithm!r} is not accepted")
+        if self._http is None:
+            self._http = httpx.AsyncClient()
+        key = await issuer.jwks.key(header.get("kid"), self._http)
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key=key.key,
+                algorithms=[algorithm],
+                audience=issuer.spec.audience,
+                issuer=issuer.spec.issuer,
+                leeway=CLOCK_LEEWAY_SECONDS,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthorized("the token has expired") from None
+        except jwt.InvalidAudienceError:
+            raise Unauthorized("the token is not meant for this agent (audience)") from None
+        except jwt.PyJWTError as exc:
+            raise Unauthorized(f"the token does not verify ({exc})") from None
+        for claim in issuer.spec.identity:
+            value = claims.get(claim)
+            if isinstance(value, str) and value:
+                return Caller.verified(value)
+        raise Unauthorized(
+            f"the token names no identity (none of the claims {', '.join(issuer.spec.identity)})"
+        )
+
+
+def _match(presented: bytes, candidates: list[tuple[str, bytes]]) -> str | None:
+    """The name whose digest equals `presented`, comparing every candidate in constant time."""
+    found = None
+    for name, digest in candidates:
+        if hmac.compare_digest(presented, digest) and found is None:
+            found = name
+    return found

@@ -1,0 +1,74 @@
+"""`webagents serve` and `webagents daemon`: agents on the network, through uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+
+import click
+import uvicorn
+
+from ..server import AgentHost, ServedAgent, create_app
+from ..server.app import DEFAULT_MAX_BODY_BYTES
+from ..testing import OFFLINE_NOTICE, OfflineModel
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, so that `--port 0` can report the port it got."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+def run_server(
+    host: AgentHost, sock: socket.socket, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> None:
+    logging.getLogger("webagents").setLevel(logging.INFO)
+    address, port = sock.getsockname()[:2]
+    shown = f"[{address}]" if ":" in address else address
+    for served in host.all():
+        click.echo(f"  {served.describe_access()}")
+        click.echo(f"  POST http://{shown}:{port}/agents/{served.name}/chat/completions")
+    click.echo(f"webagents: serving at http://{shown}:{port}/v1 (Ctrl-C stops)", nl=True)
+    config = uvicorn.Config(
+        create_app(host, max_body_bytes=max_body_bytes),
+        log_level="info",
+        timeout_graceful_shutdown=10,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_agent(
+    path: Path, *, host: str, port: int, offline: bool, profile: str | None, max_body_mb: int
+) -> None:
+    served = ServedAgent.load(path, model=OfflineModel() if offline else None, profile=profile)
+    if offline:
+        click.echo(OFFLINE_NOTICE)
+    sock = bind(host, port)
+    click.echo(f"webagents serve: agent {served.name!r} from {served.agent.directory}")
+    run_server(AgentHost([served]), sock, max_body_bytes=max_body_mb * 1024 * 1024)
+
+
+def serve_folders(
+    root: Path, *, host: str, port: int, offline: bool, profile: str | None, max_body_mb: int
+) -> None:
+    from ..server.daemon import FolderHost
+
+    if not root.is_dir():
+        raise click.ClickException(f"{root} is not a folder: give the folder that holds agents")
+    if offline:
+        click.echo(OFFLINE_NOTICE)
+    folders = FolderHost(root, model=OfflineModel() if offline else None, profile=profile)
+    sock = bind(host, port)
+    click.echo(
+        f"webagents daemon: {len(folders.names())} agents under {folders.root}, "
+        "reloaded when their files change"
+    )
+    run_server(folders, sock, max_body_bytes=max_body_mb * 1024 * 1024)

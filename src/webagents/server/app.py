@@ -1,0 +1,228 @@
+"""The HTTP app of `webagents serve` and `webagents daemon`: OpenAI's Chat Completions.
+
+Every request is answered for exactly one verified caller: the agent's verifier turns the
+bearer credential into a `Caller` before the agent sees the request, and a credential that
+fails is a 401 (A1). Errors are OpenAI-shaped; internals never reach the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from .._loop import TurnResult
+from ..access import Unauthorized
+from ..agent import Conversation
+from ..caller import Caller
+from ..errors import ModelError, TurnLimitError
+from ..model import Message, ModelResponse, TextDelta
+from ..openai_wire import DONE, Completion, error_body, error_event
+from .api_errors import ApiError, error_type
+from .hosting import AgentHost, ServedAgent
+from .openai_api import ChatRequest, conversation_messages, parse_request
+from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
+
+log = logging.getLogger("webagents.server")
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+T = TypeVar("T")
+
+
+def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        background = asyncio.create_task(host.run(), name="agent-host")
+        try:
+            yield
+        finally:
+            background.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await background
+            await host.aclose()
+
+    app = FastAPI(title="webagents", version=__version__, lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    _install_error_handlers(app)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "agents": host.names()}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": s.name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "webagents",
+                    "description": s.agent.description,
+                }
+                for s in host.all()
+            ],
+        }
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def completions(request: Request) -> Any:
+        chat = parse_request(await request.body())
+        served = _agent(host, chat.model)
+        caller = await _verify(served, request)
+        return await _answer(request, served, caller, chat)
+
+    @app.post("/agents/{name}/chat/completions", response_model=None)
+    async def agent_completions(name: str, request: Request) -> Any:
+        served = _agent(host, name)
+        caller = await _verify(served, request)
+        chat = parse_request(await request.body())
+        return await _answer(request, served, caller, chat)
+
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _agent(host: AgentHost, name: str) -> ServedAgent:
+    served = host.get(name)
+    if served is None:
+        known = ", ".join(host.names()) or "none"
+        raise ApiError(
+            404,
+            f"no agent named {name!r} is served here; the agents are: {known}",
+            "model_not_found",
+        )
+    return served
+
+
+async def _verify(served: ServedAgent, request: Request) -> Caller:
+    try:
+        return await served.verifier.caller(request.headers.get("authorization"), request.headers)
+    except Unauthorized as exc:
+        raise ApiError(401, str(exc), "invalid_credential") from None
+
+
+async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: ChatRequest) -> Any:
+    messages = conversation_messages(chat)
+    conversation = await served.agent.start(
+        caller,
+        conversation_id=chat.session_id,
+        metadata=chat.metadata or {},
+        messages=messages[:-1],
+    )
+    completion = Completion(served.name)
+    if chat.stream:
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        return EventStream(_events(conversation, messages[-1], completion, include_usage))
+    try:
+        result = await until_disconnected(request, _run(conversation.send(messages[-1])))
+    except ClientGone:
+        return JSONResponse({}, status_code=499)  # nobody is listening any more
+    return JSONResponse(completion.body(ModelResponse(result.output, usage=result.usage)))
+
+
+async def _run(turn: Awaitable[T]) -> T:
+    try:
+        return await turn
+    except Exception as exc:
+        raise _runtime_error(exc) from exc
+
+
+async def _events(
+    conversation: Conversation, message: Message, completion: Completion, include_usage: bool
+) -> AsyncIterator[bytes]:
+    yield completion.chunk({"role": "assistant", "content": ""})
+    try:
+        result: TurnResult | None = None
+        async for event in conversation.stream(message):
+            if isinstance(event, TextDelta):
+                yield completion.chunk({"content": event.text})
+            elif isinstance(event, TurnResult):
+                result = event
+        yield completion.chunk({}, "stop")
+        if include_usage and result is not None:
+            yield completion.usage_chunk(result.usage)
+    except Exception as exc:
+        error = _runtime_error(exc)
+        yield error_event(error.message, error.type, error.code)
+    yield DONE
+
+
+def _runtime_error(exc: Exception) -> ApiError:
+    """What the client is told when a turn fails: enough to act on, no internals."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, ModelError):
+        log.error("the model failed: %s", exc)
+        return ApiError(502, "the agent's model endpoint failed; try again later", "model_error")
+    if isinstance(exc, TurnLimitError):
+        log.error("%s", exc)
+        return ApiError(500, "the agent did not finish within its turn limit", "turn_limit")
+    log.error("a turn failed", exc_info=exc)
+    return ApiError(500, "the agent failed with an internal error", "internal_error")
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def respond(status: int, message: str, code: str | None = None) -> JSONResponse:
+        return JSONResponse(error_body(message, error_type(status), code), status_code=status)
+
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return respond(exc.status, exc.message, exc.code)
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            return respond(404, f"there is nothing at {request.url.path}", "not_found")
+        return respond(exc.status_code, str(exc.detail))
+
+    async def validation_error(request: Request, exc: Exception) -> JSONResponse:
+        return respond(400, "invalid request", "invalid_request")
+
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        log.error("request to %s failed", request.url.path, exc_info=exc)
+        return respond(500, "internal server error", "internal_error")
+
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[JSONResponse]]] = {
+        ApiError: api_error,
+        StarletteHTTPException: http_error,
+        RequestValidationError: validation_error,
+        Exception: internal_error,
+    }
+    for kind, handler in handlers.items():
+        app.add_exception_handler(kind, handler)
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema, plus the Chat Completions body the endpoints read themselves."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+    body = ChatRequest.model_json_schema(ref_template="#/components/schemas/{model}")
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.update(body.pop("$defs", {}))
+    components["ChatRequest"] = body
+    error = {
+        "description": "an OpenAI-shaped error",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+    for path in ("/v1/chat/completions", "/agents/{name}/chat/completions"):
+        operation = schema["paths"][path]["post"]
+        operation["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}
+            },
+        }
+        operation["responses"].update({str(s): error for s in (400, 401, 404, 413, 500, 502)})
+    app.openapi_schema = schema
+    return schema

@@ -1,0 +1,611 @@
+"""`webagents serve` as a process, called with the official openai client and raw HTTP.
+
+SPEC section 2 (A1-A6) and section 6: every request carries exactly one verified caller;
+a credential that fails is a 401, never anonymous; errors are OpenAI-shaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import openai
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from webagents.model import ModelRequest
+from webagents.testing import AppServer, FunctionModel, Reply, ScriptedServer, call
+
+from .conftest import child_env
+from .serving import Process, running, write
+
+pytestmark = pytest.mark.e2e
+
+ISSUER = "https://id.example.test"
+KEYS = {
+    "HELPER_OWNER_KEY": "owner-secret-1",
+    "ALICE_KEY": "alice-secret-1",
+    "CAROL_KEY": "carol-secret-1",
+    "TELEGRAM_BRIDGE_KEY": "bridge-secret-1",
+}
+BOB_KEY = "bob-secret-1"
+
+
+def _probe(request: ModelRequest) -> Any:
+    """Asks the probe who is calling and answers with what it said."""
+    last = request.messages[-1]
+    if last["role"] == "tool":
+        return Reply("caller: " + last["content"])
+    if last["content"] == "explode":
+        raise RuntimeError("the model broke")
+    if last["content"].startswith("wait"):
+        return call("wait", seconds=120)
+    return call("whoami")
+
+
+class Identity:
+    """A JWT issuer: its RSA key, published at a real local JWKS endpoint."""
+
+    def __init__(self) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = RSAAlgorithm.to_jwk(self.key.public_key(), as_dict=True)
+        jwk.update(kid="k1", use="sig", alg="RS256")
+        self.jwks = {"keys": [jwk]}
+
+    def token(self, *, key: Any = None, alg: str = "RS256", **overrides: Any) -> str:
+        claims = {
+            "iss": ISSUER,
+            "aud": "helper",
+            "exp": int(time.time()) + 300,
+            "sub": "user-7",
+            "email": "dana@example.com",
+            **overrides,
+        }
+        claims = {k: v for k, v in claims.items() if v is not None}
+        return jwt.encode(claims, key or self.key, algorithm=alg, headers={"kid": "k1"})
+
+    def unsigned(self) -> str:
+        def part(value: dict[str, Any]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+        claims = {
+            "iss": ISSUER,
+            "aud": "helper",
+            "exp": int(time.time()) + 300,
+            "email": "mallory@example.com",
+        }
+        return f"{part({'alg': 'none', 'typ': 'JWT', 'kid': 'k1'})}.{part(claims)}."
+
+
+@pytest.fixture(scope="module")
+def identity() -> Iterator[tuple[Identity, AppServer]]:
+    issuer = Identity()
+
+    async def jwks(request: Any) -> JSONResponse:
+        return JSONResponse(issuer.jwks)
+
+    with AppServer(Starlette(routes=[Route("/jwks.json", jwks)])) as server:
+        yield issuer, server
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(FunctionModel(_probe)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+    identity: tuple[Identity, AppServer],
+    model_server: ScriptedServer,
+) -> Iterator[tuple[Process, Path]]:
+    root = tmp_path_factory.mktemp("serve")
+    record = root / "probe-events.log"
+    bob_digest = hashlib.sha256(BOB_KEY.encode()).hexdigest()
+    write(
+        root / "helper" / "AGENT.md",
+        f"""---
+name: helper
+description: Reports who calls.
+model: openai/test-model
+skills:
+  - webagents.testing:ProbeSkill: {{record: {record}}}
+access:
+  owner: env:HELPER_OWNER_KEY
+  keys:
+    alice@example.com: env:ALICE_KEY
+    bob@example.com: sha256:{bob_digest}
+    "carol,evil@example.com": env:CAROL_KEY
+  jwt:
+    - issuer: {ISSUER}
+      jwks: {identity[1].url}/jwks.json
+      audience: helper
+      identity: [email, sub]
+  channels:
+    telegram: env:TELEGRAM_BRIDGE_KEY
+---
+Report the caller.
+""",
+    )
+    env = child_env(root, OPENAI_BASE_URL=model_server.base_url, **KEYS)
+    with running(["serve", str(root / "helper"), "--max-body-mb", "1"], env) as process:
+        yield process, record
+
+
+def client(process: Process, key: str, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(
+        api_key=key, base_url=f"{process.url}/v1", default_headers=headers, max_retries=0
+    )
+
+
+def caller_seen(
+    process: Process, key: str, agent: str = "helper", **headers: str
+) -> dict[str, Any]:
+    reply = client(process, key, **headers).chat.completions.create(
+        model=agent, messages=[{"role": "user", "content": "who am I?"}]
+    )
+    content = reply.choices[0].message.content or ""
+    assert content.startswith("caller: "), content
+    seen: dict[str, Any] = json.loads(content.removeprefix("caller: "))
+    return seen
+
+
+def test_a6_each_credential_resolves_to_its_caller(
+    served: tuple[Process, Path], identity: tuple[Identity, AppServer]
+) -> None:
+    process, _ = served
+    issuer = identity[0]
+    seen = {
+        "owner": caller_seen(process, KEYS["HELPER_OWNER_KEY"]),
+        "alice (env key)": caller_seen(process, KEYS["ALICE_KEY"]),
+        "bob (sha256 key)": caller_seen(process, BOB_KEY),
+        "jwt email": caller_seen(process, issuer.token()),
+        "jwt sub only": caller_seen(process, issuer.token(email=None)),
+        "channel": caller_seen(
+            process, KEYS["TELEGRAM_BRIDGE_KEY"], **{"X-Webagents-Channel-Sender": "4242"}
+        ),
+        "nobody": caller_seen(process, "anonymous"),
+    }
+    summary = {name: (s["kind"], s["identity"], s["namespace"]) for name, s in seen.items()}
+    assert summary == {
+        "owner": ("owner", None, "owner"),
+        "alice (env key)": ("verified", "alice@example.com", "caller:alice@example.com"),
+        "bob (sha256 key)": ("verified", "bob@example.com", "caller:bob@example.com"),
+        "jwt email": ("verified", "dana@example.com", "caller:dana@example.com"),
+        "jwt sub only": ("verified", "user-7", "caller:user-7"),
+        "channel": ("channel", "telegram:4242", "caller:channel:telegram:4242"),
+        "nobody": ("anonymous", None, None),
+    }
+
+
+def test_a2_an_identity_with_a_comma_names_no_namespace(
+    served: tuple[Process, Path], identity: tuple[Identity, AppServer]
+) -> None:
+    process, _ = served
+    by_key = caller_seen(process, KEYS["CAROL_KEY"])
+    by_jwt = caller_seen(process, identity[0].token(email="eve,owner@example.com"))
+    assert (by_key["kind"], by_key["identity"], by_key["namespace"]) == (
+        "verified",
+        "carol,evil@example.com",
+        None,
+    )
+    assert (by_jwt["kind"], by_jwt["identity"], by_jwt["namespace"]) == (
+        "verified",
+        "eve,owner@example.com",
+        None,
+    )
+
+
+def _post(
+    process: Process,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    path: str = "/v1/chat/completions",
+) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(
+        f"{process.url}{path}",
+        content=content,
+        timeout=30,
+        headers={"content-type": "application/json", **(headers or {})},
+    )
+
+
+HELLO = {"model": "helper", "messages": [{"role": "user", "content": "who am I?"}]}
+
+
+@pytest.mark.parametrize(
+    ("credential", "headers", "message"),
+    [
+        ("Bearer not-a-key", {}, "the bearer token is not valid for this agent"),
+        ("Basic YWxpY2U6cHc=", {}, "send the credential as Authorization: Bearer <token>"),
+        ("bad signature", {}, "the token does not verify (Signature verification failed)"),
+        ("wrong audience", {}, "the token is not meant for this agent (audience)"),
+        ("expired", {}, "the token has expired"),
+        ("alg none", {}, "the token's algorithm 'none' is not accepted"),
+        ("HS256 with the public key", {}, "the token's algorithm 'HS256' is not accepted"),
+        ("untrusted issuer", {}, "the token's issuer is not trusted by this agent"),
+        ("no expiry", {}, 'the token does not verify (Token is missing the "exp" claim)'),
+        (
+            "Bearer bridge-secret-1",
+            {},
+            "the telegram bridge must name the sender in X-Webagents-Channel-Sender",
+        ),
+        (
+            "Bearer alice-secret-1",
+            {"X-Webagents-Channel-Sender": "4242"},
+            "only a channel bridge's key may name a channel sender",
+        ),
+        (
+            None,
+            {"X-Webagents-Channel-Sender": "4242"},
+            "a channel sender header needs its bridge's key",
+        ),
+    ],
+)
+def test_a1_a_credential_that_fails_is_401_never_anonymous(
+    served: tuple[Process, Path],
+    identity: tuple[Identity, AppServer],
+    credential: str | None,
+    headers: dict[str, str],
+    message: str,
+) -> None:
+    process, _ = served
+    issuer = identity[0]
+    tokens = {
+        "bad signature": issuer.token(key=issuer.other),
+        "wrong audience": issuer.token(aud="someone-else"),
+        "expired": issuer.token(exp=int(time.time()) - 3600),
+        "alg none": issuer.unsigned(),
+        "HS256 with the public key": jwt.encode(
+            {"iss": ISSUER, "aud": "helper", "exp": int(time.time()) + 60, "email": "m@x.org"},
+            "a-shared-secret-that-is-long-enough-for-hs256",
+            algorithm="HS256",
+        ),
+        "untrusted issuer": issuer.token(iss="https://evil.example.test"),
+        "no expiry": issuer.token(exp=None),
+    }
+    sent = dict(headers)
+    if credential is not None:
+        sent["Authorization"] = (
+            f"Bearer {tokens[credential]}" if credential in tokens else credential
+        )
+    for path, body in (("/v1/chat/completions", HELLO), ("/agents/helper/chat/completions", HELLO)):
+        answer = _post(process, body, sent, path)
+        assert (answer.status_code, answer.json()) == (
+            401,
+            {
+                "error": {
+                    "message": message,
+                    "type": "authentication_error",
+                    "param": None,
+                    "code": "invalid_credential",
+                }
+            },
+        )
+
+
+def test_the_official_client_sees_401_as_an_authentication_error(
+    served: tuple[Process, Path],
+) -> None:
+    with pytest.raises(openai.AuthenticationError) as caught:
+        client(served[0], "wrong").chat.completions.create(
+            model="helper", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert caught.value.status_code == 401
+
+
+def test_streaming_with_a_session_id_reaches_the_skills(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    stream = client(process, KEYS["ALICE_KEY"]).chat.completions.create(
+        model="helper",
+        messages=[{"role": "user", "content": "who am I?"}],
+        stream=True,
+        stream_options={"include_usage": True},
+        metadata={"session_id": "launch-plan", "source": "test"},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    seen = json.loads(text.removeprefix("caller: "))
+    assert (seen["identity"], seen["conversation_id"], seen["metadata"]) == (
+        "alice@example.com",
+        "launch-plan",
+        {"session_id": "launch-plan", "source": "test"},
+    )
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    usage = chunks[-1].usage
+    assert (
+        usage is not None
+        and usage.total_tokens == usage.prompt_tokens + usage.completion_tokens > 0
+    )
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 2
+
+
+def test_the_agent_route_serves_the_same_agent(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    answer = openai.OpenAI(
+        api_key=KEYS["ALICE_KEY"], base_url=f"{process.url}/agents/helper", max_retries=0
+    ).chat.completions.create(model="anything", messages=[{"role": "user", "content": "who?"}])
+    assert (
+        json.loads((answer.choices[0].message.content or "").removeprefix("caller: "))["identity"]
+        == "alice@example.com"
+    )
+
+
+def _error(answer: httpx.Response) -> tuple[int, str, str, str | None]:
+    error = answer.json()["error"]
+    return answer.status_code, error["type"], error["message"], error["code"]
+
+
+def test_bad_requests_get_openai_shaped_errors(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    user = [{"role": "user", "content": "hi"}]
+    cases = {
+        "bad json": _post(process, b"{not json"),
+        "not an object": _post(process, b"[1, 2]"),
+        "no messages": _post(process, {"model": "helper", "messages": []}),
+        "unknown agent": _post(process, {"model": "nobody", "messages": user}),
+        "unknown agent route": _post(
+            process, {"model": "x", "messages": user}, path="/agents/nobody/chat/completions"
+        ),
+        "session id": _post(
+            process,
+            {"model": "helper", "messages": user, "metadata": {"session_id": "../etc/passwd"}},
+        ),
+        "long session id": _post(
+            process, {"model": "helper", "messages": user, "metadata": {"session_id": "x" * 129}}
+        ),
+        "last not user": _post(
+            process,
+            {"model": "helper", "messages": [*user, {"role": "assistant", "content": "hello"}]},
+        ),
+        "image": _post(
+            process,
+            {
+                "model": "helper",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "data:,"}}],
+                    }
+                ],
+            },
+        ),
+        "n": _post(process, {"model": "helper", "messages": user, "n": 2}),
+        "tools": _post(
+            process,
+            {
+                "model": "helper",
+                "messages": user,
+                "tools": [{"type": "function", "function": {"name": "x"}}],
+            },
+        ),
+    }
+    summary = {name: _error(answer) for name, answer in cases.items()}
+    bad = "invalid_request_error"
+    assert summary == {
+        "bad json": (
+            400,
+            bad,
+            "the request body is not valid JSON: Expecting property name "
+            "enclosed in double quotes: line 1 column 2 (char 1)",
+            "invalid_json",
+        ),
+        "not an object": (400, bad, "the request body must be a JSON object", "invalid_body"),
+        "no messages": (
+            400,
+            bad,
+            "invalid request: messages: List should have at least 1 item after validation, not 0",
+            "invalid_request",
+        ),
+        "unknown agent": (
+            404,
+            "not_found_error",
+            "no agent named 'nobody' is served here; the agents are: helper",
+            "model_not_found",
+        ),
+        "unknown agent route": (
+            404,
+            "not_found_error",
+            "no agent named 'nobody' is served here; the agents are: helper",
+            "model_not_found",
+        ),
+        "session id": (
+            400,
+            bad,
+            "invalid request: metadata: metadata.session_id must be 1-128 "
+            "characters of A-Z a-z 0-9 . _ - (and not contain '..')",
+            "invalid_request",
+        ),
+        "long session id": (
+            400,
+            bad,
+            "invalid request: metadata: metadata.session_id must be "
+            "1-128 characters of A-Z a-z 0-9 . _ - (and not contain '..')",
+            "invalid_request",
+        ),
+        "last not user": (
+            400,
+            bad,
+            "the last message must be the user's (role: user)",
+            "invalid_messages",
+        ),
+        "image": (
+            400,
+            bad,
+            "messages.0: only text content is supported, not 'image_url' parts",
+            "unsupported_content",
+        ),
+        "n": (
+            400,
+            bad,
+            "invalid request: n: an agent gives one answer: n must be 1",
+            "invalid_request",
+        ),
+        "tools": (
+            400,
+            bad,
+            "invalid request: tools: the agent runs its own tools; a request cannot add tools",
+            "invalid_request",
+        ),
+    }
+
+
+def test_too_large_bodies_are_413(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    big = {"model": "helper", "messages": [{"role": "user", "content": "x" * (1024 * 1024)}]}
+    answer = _post(process, big)
+    assert _error(answer) == (
+        413,
+        "request_too_large",
+        "the request body is over 1048576 bytes",
+        "request_too_large",
+    )
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: the limit applies as bytes arrive
+        yield b'{"model": "helper", "messages": [{"role": "user", "content": "'
+        for _ in range(20):
+            yield b"y" * 65536
+        yield b'"}]}'
+
+    streamed = httpx.post(f"{process.url}/v1/chat/completions", content=chunked(), timeout=30)
+    assert _error(streamed)[:2] == (413, "request_too_large")
+
+
+def test_a_failing_model_is_502_without_internals(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    answer = _post(
+        process,
+        {"model": "helper", "messages": [{"role": "user", "content": "explode"}]},
+        {"Authorization": f"Bearer {KEYS['ALICE_KEY']}"},
+    )
+    assert _error(answer) == (
+        502,
+        "server_error",
+        "the agent's model endpoint failed; try again later",
+        "model_error",
+    )
+    assert "127.0.0.1" not in answer.text
+    stream = _post(
+        process,
+        {"model": "helper", "stream": True, "messages": [{"role": "user", "content": "explode"}]},
+    )
+    events = [line for line in stream.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[-2].removeprefix("data: ")) == {
+        "error": {
+            "message": "the agent's model endpoint failed; try again later",
+            "type": "server_error",
+            "param": None,
+            "code": "model_error",
+        }
+    }
+    assert events[-1] == "data: [DONE]"
+
+
+def test_models_health_and_unknown_routes(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    assert httpx.get(f"{process.url}/health").json() == {"status": "ok", "agents": ["helper"]}
+    listed = openai.OpenAI(api_key="anonymous", base_url=f"{process.url}/v1").models.list()
+    assert [(m.id, m.owned_by) for m in listed.data] == [("helper", "webagents")]
+    missing = httpx.get(f"{process.url}/v2/nothing")
+    assert _error(missing) == (
+        404,
+        "not_found_error",
+        "there is nothing at /v2/nothing",
+        "not_found",
+    )
+    wrong_method = httpx.get(f"{process.url}/v1/chat/completions")
+    assert _error(wrong_method)[:2] == (405, "invalid_request_error")
+
+
+def _events(record: Path) -> list[str]:
+    return record.read_text().splitlines() if record.exists() else []
+
+
+def test_a_client_that_disconnects_mid_stream_stops_the_run(served: tuple[Process, Path]) -> None:
+    process, record = served
+    before = _events(record)
+    body = {"model": "helper", "stream": True, "messages": [{"role": "user", "content": "wait"}]}
+    with httpx.Client(timeout=30) as http:
+        with http.stream("POST", f"{process.url}/v1/chat/completions", json=body) as answer:
+            lines = answer.iter_lines()  # kept: dropping the iterator would close the stream
+            next(lines)  # the stream has begun
+            process.wait_until(lambda: _events(record)[len(before) :] == ["wait started"])
+        # leaving the block closes the connection mid-answer
+    process.wait_until(lambda: _events(record)[len(before) :] == ["wait started", "wait cancelled"])
+
+
+def test_a_client_that_disconnects_before_the_answer_stops_the_run(
+    served: tuple[Process, Path],
+) -> None:
+    process, record = served
+    before = _events(record)
+    body = json.dumps({"model": "helper", "messages": [{"role": "user", "content": "wait"}]})
+    host, port = process.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as connection:
+        connection.sendall(
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        process.wait_until(lambda: _events(record)[len(before) :] == ["wait started"])
+    process.wait_until(lambda: _events(record)[len(before) :] == ["wait started", "wait cancelled"])
+
+
+def test_a3_an_agent_without_verifiers_says_so_and_refuses_credentials(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    write(
+        tmp_path / "open" / "AGENT.md",
+        "---\nmodel: openai/m\nskills:\n  - webagents.testing:ProbeSkill\n---\nOpen to all.\n",
+    )
+    env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url)
+    with running(["serve", str(tmp_path / "open")], env) as process:
+        assert (
+            "agent 'open' verifies no one (no access: block, no auth skill): every caller is "
+            "anonymous, reads shared notes and writes nothing"
+        ) in process.output
+        assert caller_seen(process, "anonymous", "open")["kind"] == "anonymous"
+        refused = _post(
+            process,
+            {"model": "open", "messages": [{"role": "user", "content": "x"}]},
+            {"Authorization": "Bearer some-key"},
+        )
+        assert refused.status_code == 401
+
+
+def test_serve_refuses_to_start_when_a_key_is_missing(tmp_path: Path) -> None:
+    import subprocess
+
+    from .conftest import webagents_command
+
+    write(
+        tmp_path / "a" / "AGENT.md",
+        "---\nmodel: openai/m\naccess:\n  keys:\n"
+        "    alice@example.com: env:ALICE_KEY_NOT_SET\n---\n",
+    )
+    done = subprocess.run(
+        [webagents_command(), "serve", str(tmp_path / "a"), "--offline", "--port", "0"],
+        env=child_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith(
+        "access.keys['alice@example.com'] is env:ALICE_KEY_NOT_SET, but the environment "
+        "variable ALICE_KEY_NOT_SET is not set"
+    )
