@@ -609,3 +609,14 @@ def test_serve_refuses_to_start_when_a_key_is_missing(tmp_path: Path) -> None:
         "access.keys['alice@example.com'] is env:ALICE_KEY_NOT_SET, but the environment "
         "variable ALICE_KEY_NOT_SET is not set"
     )
+
+
+def test_a1_the_credential_is_judged_before_the_rest_of_the_request(
+    served: tuple[Process, Path],
+) -> None:
+    process, _ = served
+    wrong = {"Authorization": "Bearer not-a-key"}
+    bad_body = {"model": "helper", "messages": [], "metadata": {"session_id": "../x"}}
+    assert _post(process, bad_body, wrong).status_code == 401
+    assert _post(process, bad_body, wrong, "/agents/helper/chat/completions").status_code == 401
+    assert _post(process, bad_body).status_code == 400  # anonymous: the body's problems

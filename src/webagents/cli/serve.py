@@ -17,7 +17,9 @@ from ..testing import OFFLINE_NOTICE, OfflineModel
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket, so that `--port 0` can report the port it got."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP,
+    # and without it a keep-alive client waits on a delayed ACK (about 40 ms a request).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

@@ -29,7 +29,13 @@ from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
 from .api_errors import ApiError, error_type
 from .hosting import AgentHost, ServedAgent
-from .openai_api import ChatRequest, conversation_messages, parse_request
+from .openai_api import (
+    ChatRequest,
+    conversation_messages,
+    parse_json,
+    requested_model,
+    validate_request,
+)
 from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
 
 log = logging.getLogger("webagents.server")
@@ -74,19 +80,21 @@ def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
             ],
         }
 
+    # The caller is verified before the request is checked: a failing credential is a 401
+    # whatever else is wrong (only the agent's name is read first, to know who verifies).
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(request: Request) -> Any:
-        chat = parse_request(await request.body())
-        served = _agent(host, chat.model)
+        data = parse_json(await request.body())
+        served = _agent(host, requested_model(data))
         caller = await _verify(served, request)
-        return await _answer(request, served, caller, chat)
+        return await _answer(request, served, caller, validate_request(data))
 
     @app.post("/agents/{name}/chat/completions", response_model=None)
     async def agent_completions(name: str, request: Request) -> Any:
         served = _agent(host, name)
         caller = await _verify(served, request)
-        chat = parse_request(await request.body())
-        return await _answer(request, served, caller, chat)
+        data = parse_json(await request.body())
+        return await _answer(request, served, caller, validate_request(data))
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -102,14 +102,29 @@ class ChatRequest(BaseModel):
         return (self.metadata or {}).get("session_id")
 
 
-def parse_request(body: bytes) -> ChatRequest:
-    """The request body, or an ApiError(400) that says what is wrong with it."""
+def parse_json(body: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or an ApiError(400) that says what is wrong."""
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object", "invalid_body")
+    return data
+
+
+def requested_model(data: dict[str, Any]) -> str:
+    """The body's `model`, read before the rest so that the agent can verify the caller first."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(
+            400, "invalid request: model: the agent's name is required", "invalid_request"
+        )
+    return model
+
+
+def validate_request(data: dict[str, Any]) -> ChatRequest:
+    """The whole request checked, or an ApiError(400) naming every problem."""
     try:
         return ChatRequest.model_validate(data)
     except ValidationError as exc:

@@ -1,0 +1,107 @@
+"""`webagents daemon`: every agent folder under a root, reloaded when its files change."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from webagents.testing import FunctionModel, ScriptedServer
+
+from .conftest import child_env
+from .serving import Process, running, write
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(FunctionModel(lambda request: request.messages[0]["content"])) as server:
+        yield server
+
+
+def agent_file(name: str, instructions: str, description: str = "") -> str:
+    return (
+        f"---\nname: {name}\ndescription: '{description}'\nmodel: openai/m\n---\n{instructions}\n"
+    )
+
+
+def models(process: Process) -> dict[str, str]:
+    listed = httpx.get(f"{process.url}/v1/models").json()["data"]
+    return {m["id"]: m["description"] for m in listed}
+
+
+def ask(process: Process, agent: str) -> str:
+    """The agent's answer, which the model makes its system prompt: its instructions."""
+    reply = openai.OpenAI(
+        api_key="anonymous", base_url=f"{process.url}/v1"
+    ).chat.completions.create(model=agent, messages=[{"role": "user", "content": "who are you?"}])
+    return reply.choices[0].message.content or ""
+
+
+def test_daemon_adds_reloads_keeps_the_last_good_version_and_removes(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    root = tmp_path / "agents"
+    write(root / "alpha" / "AGENT.md", agent_file("alpha", "I am alpha, version 1.", "one"))
+    write(root / "notes.txt", "not an agent")
+    write(root / "empty" / "README.md", "no AGENT.md here")
+    env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url)
+    with running(["daemon", str(root)], env) as process:
+        assert "webagents daemon: 1 agents under" in process.output
+        assert models(process) == {"alpha": "one"}
+        assert ask(process, "alpha") == "I am alpha, version 1."
+
+        # A new agent folder is served without a restart, by name and at its own route.
+        write(root / "beta" / "AGENT.md", agent_file("beta", "I am beta.", "two"))
+        process.wait_until(lambda: models(process) == {"alpha": "one", "beta": "two"})
+        assert ask(process, "beta") == "I am beta."
+
+        # An edit is picked up.
+        write(root / "alpha" / "AGENT.md", agent_file("alpha", "I am alpha, version 2.", "one+"))
+        process.wait_until(lambda: models(process)["alpha"] == "one+")
+        assert ask(process, "alpha") == "I am alpha, version 2."
+
+        # A broken edit keeps the last good version, and says so in the log.
+        (root / "alpha" / "AGENT.md").write_text("---\nname: alpha\nmodle: x\n---\nbroken\n")
+        process.wait_until(
+            lambda: "still serving the last good version of agent 'alpha'" in process.output
+        )
+        assert models(process)["alpha"] == "one+"
+        assert ask(process, "alpha") == "I am alpha, version 2."
+        assert "unknown key 'modle'" in process.output
+
+        # Fixed again, it is reloaded.
+        write(root / "alpha" / "AGENT.md", agent_file("alpha", "I am alpha, version 3.", "one++"))
+        process.wait_until(lambda: models(process)["alpha"] == "one++")
+
+        # What an agent writes under .webagents/ does not reload it.
+        reloads = process.output.count("reloaded agent 'alpha'")
+        write(root / "alpha" / ".webagents" / "memory" / "owner" / "note.md", "a note")
+        write(root / "beta" / "AGENT.md", agent_file("beta", "I am beta, again.", "two+"))
+        process.wait_until(lambda: models(process)["beta"] == "two+")
+        assert process.output.count("reloaded agent 'alpha'") == reloads
+
+        # A folder whose AGENT.md goes away is no longer served.
+        (root / "beta" / "AGENT.md").unlink()
+        process.wait_until(lambda: set(models(process)) == {"alpha"})
+        gone = httpx.post(
+            f"{process.url}/agents/beta/chat/completions",
+            json={"model": "beta", "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert gone.status_code == 404
+
+
+def test_daemon_refuses_a_second_agent_with_the_same_name(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    root = tmp_path / "agents"
+    write(root / "a" / "AGENT.md", agent_file("same", "First.", "first"))
+    write(root / "b" / "AGENT.md", agent_file("same", "Second.", "second"))
+    env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url)
+    with running(["daemon", str(root)], env) as process:
+        assert models(process) == {"same": "first"}
+        assert "agent name 'same' is already served from" in process.output
