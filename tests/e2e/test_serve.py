@@ -620,3 +620,29 @@ def test_a1_the_credential_is_judged_before_the_rest_of_the_request(
     assert _post(process, bad_body, wrong).status_code == 401
     assert _post(process, bad_body, wrong, "/agents/helper/chat/completions").status_code == 401
     assert _post(process, bad_body).status_code == 400  # anonymous: the body's problems
+
+
+def test_concurrent_callers_each_get_their_own_caller(
+    served: tuple[Process, Path], identity: tuple[Identity, AppServer]
+) -> None:
+    """Many requests at once: nothing about one caller leaks into another's answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    process, _ = served
+    credentials = {
+        KEYS["HELPER_OWNER_KEY"]: "owner",
+        KEYS["ALICE_KEY"]: "alice@example.com",
+        BOB_KEY: "bob@example.com",
+        identity[0].token(email="erin@example.com"): "erin@example.com",
+        "anonymous": "anonymous",
+    }
+    work = [key for key in credentials for _ in range(8)]
+
+    def seen(key: str) -> tuple[str, str]:
+        caller = caller_seen(process, key)
+        return key, caller["identity"] or caller["kind"]
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        results = list(pool.map(seen, work))
+    assert len(results) == 40
+    assert all(credentials[key] == who for key, who in results)
