@@ -165,3 +165,47 @@ def test_describe_names_what_is_verified_without_secrets() -> None:
         environ={"OWNER": "o", "A": "a", "B": "b", "T": "t"},
     )
     assert verifier.describe() == "the owner key, 2 API keys, channel bridges (telegram)"
+
+
+async def test_a1_a_token_whose_algorithm_does_not_fit_its_key_is_refused(
+    issuer: tuple[Issuer, str],
+) -> None:
+    _state, url = issuer
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    body = {"iss": "https://id.test", "aud": "helper", "exp": int(time.time()) + 60, "sub": "x"}
+    token = jwt.encode(body, rsa_key, algorithm="RS256", headers={"kid": "k1"})  # k1 is EC
+    verifier = _verifier(url)
+    with pytest.raises(Unauthorized, match="does not match its signing key"):
+        await verifier.caller(f"Bearer {token}", {})
+    await verifier.aclose()
+
+
+async def test_a6_an_unverified_email_names_no_one(issuer: tuple[Issuer, str]) -> None:
+    state, url = issuer
+    verifier = AccessVerifier(
+        AccessSpec(
+            jwt=[
+                JwtIssuer(
+                    issuer="https://id.test", jwks=url, audience="helper", identity=["email", "sub"]
+                )
+            ]
+        )
+    )
+    unverified = state.token(email="ceo@example.com", email_verified=False)
+    assert await verifier.caller(f"Bearer {unverified}", {}) == Caller.verified("s-1")
+    verified = state.token(email="ceo@example.com", email_verified=True)
+    assert await verifier.caller(f"Bearer {verified}", {}) == Caller.verified("ceo@example.com")
+    await verifier.aclose()
+
+
+@pytest.mark.parametrize("secret", ["anonymous", " padded ", "trailing\n"])
+def test_a5_a_key_that_could_never_be_presented_is_refused(secret: str) -> None:
+    with pytest.raises(ConfigError, match="could never be presented"):
+        AccessVerifier(AccessSpec(owner="env:OWNER"), environ={"OWNER": secret})
+
+
+def test_a2_identities_are_one_caller_however_their_letters_are_composed() -> None:
+    assert Caller.verified("re\u0301my@example.com") == Caller.verified("r\u00e9my@example.com")
+    assert Caller.channel("telegram", "e\u0301") == Caller.channel("telegram", "\u00e9")

@@ -116,7 +116,7 @@ def test_r2_unknown_skill_is_refused_with_the_skills(tmp_path: Path) -> None:
         load_spec(folder)
     assert (caught.value.line, caught.value.reason) == (
         4,
-        "unknown skill 'memroy'; the skills are: openai "
+        "unknown skill 'memroy'; the skills are: memory, openai "
         "(or a skill of your own as package.module:ClassName)",
     )
 
@@ -332,3 +332,11 @@ def test_a5_api_key_must_name_a_variable(tmp_path: Path, api_key: str) -> None:
         api_key.removeprefix("env:") not in caught.value.reason.replace("env:NAME", "")
         or api_key == "env:"
     )
+
+
+@pytest.mark.parametrize("front", ["? [a]\n: 1", "x: " + "[" * 5000 + "]" * 5000])
+def test_r1_front_matter_python_cannot_hold_is_an_agent_file_error(
+    tmp_path: Path, front: str
+) -> None:
+    with pytest.raises(AgentFileError, match=r"the front matter cannot be read|YAML error"):
+        load_spec(write_agent(tmp_path / "a", front))

@@ -36,6 +36,8 @@ ANONYMOUS_TOKEN = "anonymous"
 JWKS_TTL_SECONDS = 600.0
 JWKS_MIN_REFRESH_SECONDS = 30.0
 CLOCK_LEEWAY_SECONDS = 30
+_KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
+"""The JWK key type each family of (asymmetric) algorithms signs with."""
 
 
 class Unauthorized(WebAgentsError):
@@ -54,12 +56,20 @@ def resolve_secret(value: str, *, what: str, environ: Mapping[str, str] | None =
     secret = (environ if environ is not None else os.environ).get(name)
     if not secret:
         raise ConfigError(f"{what} is env:{name}, but the environment variable {name} is not set")
+    if secret != secret.strip() or secret == ANONYMOUS_TOKEN:
+        raise ConfigError(
+            f"{what}: the key in {name} could never be presented (it has surrounding spaces, "
+            f"or is {ANONYMOUS_TOKEN!r}, which means no credential)"
+        )
     return _digest(secret)
 
 
 def _is_loopback_http(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
+    try:
+        parts = urlsplit(url)
+        return parts.scheme == "http" and parts.hostname in {"127.0.0.1", "localhost", "::1"}
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -215,6 +225,8 @@ class AccessVerifier:
         if self._http is None:
             self._http = httpx.AsyncClient()
         key = await issuer.jwks.key(header.get("kid"), self._http)
+        if key.key_type != _KEY_TYPES.get(algorithm[:2]):
+            raise Unauthorized("the token's algorithm does not match its signing key")
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -229,10 +241,15 @@ class AccessVerifier:
             raise Unauthorized("the token has expired") from None
         except jwt.InvalidAudienceError:
             raise Unauthorized("the token is not meant for this agent (audience)") from None
-        except jwt.PyJWTError as exc:
-            raise Unauthorized(f"the token does not verify ({exc})") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise Unauthorized(f"the token lacks the {exc.claim!r} claim") from None
+        except (jwt.PyJWTError, TypeError, ValueError) as exc:
+            log.info("a JWT did not verify: %s", exc)
+            raise Unauthorized("the token does not verify") from None
         for claim in issuer.spec.identity:
             value = claims.get(claim)
+            if claim == "email" and claims.get("email_verified") is False:
+                continue  # an address the issuer itself has not verified names no one
             if isinstance(value, str) and value:
                 return Caller.verified(value)
         raise Unauthorized(

@@ -337,6 +337,11 @@ def _load_yaml(
         ) from None
     except yaml.YAMLError as exc:
         raise AgentFileError(f"YAML error in the front matter: {exc}", file=file) from None
+    except (TypeError, ValueError, RecursionError) as exc:  # unhashable keys, deep nesting
+        raise AgentFileError(
+            f"the front matter cannot be read ({type(exc).__name__}): use plain keys and values",
+            file=file,
+        ) from None
     if data is None:
         return {}, {}, []
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):

@@ -56,11 +56,13 @@ class Caller:
     def verified(cls, *identities: str) -> Caller:
         if not identities:
             raise ValueError("a verified caller needs at least one identity")
-        return cls(CallerKind.VERIFIED, identities[0], tuple(identities))
+        # NFC: the same written identity is one caller however its letters were composed.
+        names = tuple(unicodedata.normalize("NFC", identity) for identity in identities)
+        return cls(CallerKind.VERIFIED, names[0], names)
 
     @classmethod
     def channel(cls, channel_type: str, sender_id: str) -> Caller:
-        identity = f"{channel_type}:{sender_id}"
+        identity = unicodedata.normalize("NFC", f"{channel_type}:{sender_id}")
         return cls(CallerKind.CHANNEL, identity, (identity,))
 
     @property

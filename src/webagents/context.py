@@ -6,12 +6,20 @@ so nothing about one caller or one conversation is kept on them: it travels here
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .caller import Caller
+
+_CONVERSATION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def is_conversation_id(value: str) -> bool:
+    """S7: 1-128 characters of A-Z a-z 0-9 . _ -, never `..` nor only dots (a safe file name)."""
+    return bool(_CONVERSATION_ID.fullmatch(value)) and ".." not in value and value.strip(".") != ""
 
 
 @dataclass(frozen=True, slots=True)

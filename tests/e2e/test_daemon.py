@@ -85,9 +85,15 @@ def test_daemon_adds_reloads_keeps_the_last_good_version_and_removes(
         process.wait_until(lambda: models(process)["beta"] == "two+")
         assert process.output.count("reloaded agent 'alpha'") == reloads
 
+        # Front matter that Python cannot even hold does not stop the watching.
+        (root / "beta" / "AGENT.md").write_text("---\n? [a]\n: 1\n---\n")
+        process.wait_until(lambda: "the front matter cannot be read" in process.output)
+        write(root / "gamma" / "AGENT.md", agent_file("gamma", "I am gamma.", "three"))
+        process.wait_until(lambda: "gamma" in models(process))
+
         # A folder whose AGENT.md goes away is no longer served.
         (root / "beta" / "AGENT.md").unlink()
-        process.wait_until(lambda: set(models(process)) == {"alpha"})
+        process.wait_until(lambda: set(models(process)) == {"alpha", "gamma"})
         gone = httpx.post(
             f"{process.url}/agents/beta/chat/completions",
             json={"model": "beta", "messages": [{"role": "user", "content": "hi"}]},

@@ -233,13 +233,13 @@ HELLO = {"model": "helper", "messages": [{"role": "user", "content": "who am I?"
     [
         ("Bearer not-a-key", {}, "the bearer token is not valid for this agent"),
         ("Basic YWxpY2U6cHc=", {}, "send the credential as Authorization: Bearer <token>"),
-        ("bad signature", {}, "the token does not verify (Signature verification failed)"),
+        ("bad signature", {}, "the token does not verify"),
         ("wrong audience", {}, "the token is not meant for this agent (audience)"),
         ("expired", {}, "the token has expired"),
         ("alg none", {}, "the token's algorithm 'none' is not accepted"),
         ("HS256 with the public key", {}, "the token's algorithm 'HS256' is not accepted"),
         ("untrusted issuer", {}, "the token's issuer is not trusted by this agent"),
-        ("no expiry", {}, 'the token does not verify (Token is missing the "exp" claim)'),
+        ("no expiry", {}, "the token lacks the 'exp' claim"),
         (
             "Bearer bridge-secret-1",
             {},
@@ -646,3 +646,32 @@ def test_concurrent_callers_each_get_their_own_caller(
         results = list(pool.map(seen, work))
     assert len(results) == 40
     assert all(credentials[key] == who for key, who in results)
+
+
+def test_a1_two_credentials_in_one_request_are_refused(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    for headers in (
+        [("Authorization", "Bearer anonymous"), ("Authorization", "Bearer wrong")],
+        [("Authorization", f"Bearer {KEYS['HELPER_OWNER_KEY']}"), ("Authorization", "Bearer x")],
+        [
+            ("Authorization", f"Bearer {KEYS['TELEGRAM_BRIDGE_KEY']}"),
+            ("X-Webagents-Channel-Sender", "1"),
+            ("X-Webagents-Channel-Sender", "2"),
+        ],
+    ):
+        answer = httpx.post(f"{process.url}/v1/chat/completions", json=HELLO, headers=headers)
+        assert answer.status_code == 401, headers
+        assert answer.json()["error"]["message"].startswith("send one ")
+
+
+def test_json_that_cannot_be_read_is_400_not_500(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    huge_number = b'{"model": "helper", "n": ' + b"9" * 5000 + b"}"
+    deep = b'{"model": "helper", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    for body in (huge_number, deep):
+        assert _error(_post(process, body)) == (
+            400,
+            "invalid_request_error",
+            "the request body is JSON too large to read",
+            "invalid_json",
+        )

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
 from .._loop import TurnResult
-from ..access import Unauthorized
+from ..access import CHANNEL_SENDER_HEADER, Unauthorized
 from ..agent import Conversation
 from ..caller import Caller
 from ..errors import ModelError, TurnLimitError
@@ -113,6 +113,10 @@ def _agent(host: AgentHost, name: str) -> ServedAgent:
 
 
 async def _verify(served: ServedAgent, request: Request) -> Caller:
+    for header in ("authorization", CHANNEL_SENDER_HEADER):
+        if len(request.headers.getlist(header)) > 1:
+            # Two credentials would let whoever reads the other one disagree about the caller.
+            raise ApiError(401, f"send one {header} header, not several", "invalid_credential")
     try:
         return await served.verifier.caller(request.headers.get("authorization"), request.headers)
     except Unauthorized as exc:

@@ -62,7 +62,9 @@ class FolderHost(AgentHost):
             return
         try:
             served = ServedAgent.load(folder, model=self._model, profile=self._profile)
-        except WebAgentsError as exc:
+        except Exception as exc:  # whatever goes wrong, the daemon goes on watching
+            if not isinstance(exc, WebAgentsError):
+                log.error("%s: the agent cannot be loaded", folder, exc_info=exc)
             if previous is not None:
                 log.error("%s; still serving the last good version of agent %r", exc, previous.name)
             else:
@@ -128,7 +130,10 @@ class FolderHost(AgentHost):
         async for changes in watchfiles.awatch(
             self.root, watch_filter=_AgentFiles(), debounce=300, step=50
         ):
-            self.reload({Path(path) for _, path in changes})
+            try:
+                self.reload({Path(path) for _, path in changes})
+            except Exception:  # never stop watching: the next change may fix it
+                log.exception("reloading agents under %s failed", self.root)
 
     async def aclose(self) -> None:
         for task in list(self._retiring):

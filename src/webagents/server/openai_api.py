@@ -8,21 +8,19 @@ tools, several choices, images) is refused with a 400 that says so.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..context import is_conversation_id
 from ..errors import validation_problems
 from ..model import Message
 from .api_errors import ApiError
 
-SESSION_ID = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
-
 
 def check_session_id(value: str) -> str:
     """S7: 1-128 characters of A-Z a-z 0-9 . _ - (and never only dots, nor `..`)."""
-    if not SESSION_ID.fullmatch(value) or ".." in value or value.strip(".") == "":
+    if not is_conversation_id(value):
         raise ValueError(
             "metadata.session_id must be 1-128 characters of A-Z a-z 0-9 . _ - "
             "(and not contain '..')"
@@ -108,6 +106,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
+    except (ValueError, RecursionError):  # a number of thousands of digits; deep nesting
+        raise ApiError(400, "the request body is JSON too large to read", "invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object", "invalid_body")
     return data

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
@@ -31,15 +30,14 @@ async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_wait_for_disconnect(request.receive))
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        watcher.cancel()
         if not task.done():
             task.cancel()
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
-    if task.cancelled():
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        # Both are finished (their own clean-up may await) before anything is decided.
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if task not in done:
         raise ClientGone
     return task.result()
 

@@ -14,9 +14,10 @@ _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 def registry() -> dict[str, type[Skill[Any]]]:
     """Skill name -> class, for the built-in skills."""
+    from .memory import MemorySkill
     from .openai import OpenAISkill
 
-    return {cls.name: cls for cls in (OpenAISkill,)}
+    return {cls.name: cls for cls in (OpenAISkill, MemorySkill)}
 
 
 def is_import_path(name: str) -> bool:

@@ -1,0 +1,6 @@
+"""The memory skill: notes kept apart for every caller an agent serves."""
+
+from .rights import Rights, rights_of
+from .skill import MemorySettings, MemorySkill
+
+__all__ = ["MemorySettings", "MemorySkill", "Rights", "rights_of"]

@@ -1,0 +1,252 @@
+"""The full-text index of the notes (M9): SQLite FTS5, rebuilt from the files at start.
+
+The files stay the truth. The index follows them: every query first checks the generation of
+the namespaces it reads (bumped by every write, in any process) and the folders' mtimes (for
+files added or removed by hand), and rescans a namespace that changed. A rescan parses only
+the files whose size or mtime differ from what was indexed.
+
+User text never reaches FTS5's query syntax: a query is split into words and each is matched
+as a quoted phrase, and the namespaces a caller may read are bound parameters.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .notes import Change, FileState, Note, NoteFormatError, NoteStore, Problem
+
+log = logging.getLogger("webagents.memory")
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_QUERY_WORDS = 32
+
+_SCHEMA = """
+CREATE TABLE notes (
+    id INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    description TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    content TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    UNIQUE (namespace, key)
+);
+CREATE INDEX notes_by_time ON notes (namespace, kind, updated);
+CREATE VIRTUAL TABLE notes_fts USING fts5(
+    key, description, content, content='notes', content_rowid='id', tokenize='unicode61'
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A note as the index knows it (without its content)."""
+
+    namespace: str
+    key: str
+    kind: str
+    description: str
+    summary: str
+    updated: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    entry: Entry
+    snippet: str
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 query: every word of `text` as a quoted phrase, any of them matching."""
+    words = _WORD.findall(text)[:MAX_QUERY_WORDS]
+    return " OR ".join(f'"{word}"' for word in words) or None
+
+
+class MemoryIndex:
+    def __init__(self, store: NoteStore) -> None:
+        self.store = store
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+        self._seen: dict[str, tuple[int, int]] = {}
+        self.problems: dict[str, list[Problem]] = {}
+
+    # -- keeping up with the files ----------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Index every note of every namespace (at start): rows first, then FTS in one go."""
+        with self._lock, self._db:
+            self._db.execute("DELETE FROM notes")
+            self._seen.clear()
+            self.problems.clear()
+            for namespace in self.store.namespaces():
+                state = self._state(namespace)
+                rows = []
+                for key, (path, file_state) in self.store.files(namespace).items():
+                    note = self._load(namespace, key, path)
+                    if note is not None:
+                        rows.append(_row(note, file_state))
+                self._db.executemany(_INSERT, rows)
+                self._seen[namespace] = state
+            self._db.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+        for problem in self.all_problems():
+            log.warning("memory: %s (left as it is)", problem)
+
+    def refresh(self, namespaces: Iterable[str]) -> None:
+        """Rescan each of `namespaces` that changed since it was last indexed."""
+        for namespace in namespaces:
+            state = self._state(namespace)
+            if self._seen.get(namespace) != state:
+                self._rescan(namespace, state)
+
+    def _state(self, namespace: str) -> tuple[int, int]:
+        try:
+            mtime = self.store.folder(namespace).stat().st_mtime_ns
+        except FileNotFoundError:
+            mtime = 0
+        return self.store.generation(namespace), mtime
+
+    def _rescan(self, namespace: str, state: tuple[int, int]) -> None:
+        with self._lock, self._db:
+            indexed = {
+                key: (row_id, FileState(size, mtime))
+                for row_id, key, size, mtime in self._db.execute(
+                    "SELECT id, key, size, mtime_ns FROM notes WHERE namespace = ?", (namespace,)
+                )
+            }
+            files = self.store.files(namespace)
+            problems = [p for p in self.problems.get(namespace, []) if p.path.stem in files]
+            self.problems[namespace] = []
+            for key, (row_id, _) in indexed.items():
+                if key not in files:
+                    self._delete(row_id)
+            for key, (path, file_state) in files.items():
+                known = indexed.get(key)
+                if known is not None and known[1] == file_state:
+                    continue
+                note = self._load(namespace, key, path)
+                if known is not None:
+                    self._delete(known[0])
+                if note is not None:
+                    self._insert(note, file_state)
+            for problem in self.problems[namespace]:
+                if problem not in problems:
+                    log.warning("memory: %s (left as it is)", problem)
+            self._seen[namespace] = state
+
+    def _load(self, namespace: str, key: str, path: Path) -> Note | None:
+        try:
+            return self.store.load(namespace, key, path)
+        except (NoteFormatError, OSError) as exc:
+            self.problems.setdefault(namespace, []).append(Problem(path, str(exc)))
+            return None
+
+    def apply(self, namespace: str, key: str, change: Change, before: tuple[int, int]) -> None:
+        """Record this process's own write or forget without rescanning the namespace.
+
+        `before` is the namespace's state read before the change: if nothing else changed
+        in between (the generation moved by exactly one), the index stays current.
+        """
+        with self._lock, self._db:
+            for (row_id,) in self._db.execute(
+                "SELECT id FROM notes WHERE namespace = ? AND key = ?", (namespace, key)
+            ).fetchall():
+                self._delete(row_id)
+            if change.note is not None and change.state is not None:
+                self._insert(change.note, change.state)
+            if self._seen.get(namespace) == before and change.generation == before[0] + 1:
+                self._seen[namespace] = (change.generation, change.folder_mtime_ns)
+
+    def _insert(self, note: Note, state: FileState) -> None:
+        cursor = self._db.execute(_INSERT, _row(note, state))
+        self._db.execute(
+            "INSERT INTO notes_fts(rowid, key, description, content) VALUES (?, ?, ?, ?)",
+            (cursor.lastrowid, note.key, note.description, note.content),
+        )
+
+    def _delete(self, row_id: int) -> None:
+        row = self._db.execute(
+            "SELECT key, description, content FROM notes WHERE id = ?", (row_id,)
+        ).fetchone()
+        if row is None:
+            return
+        self._db.execute(
+            "INSERT INTO notes_fts(notes_fts, rowid, key, description, content) "
+            "VALUES ('delete', ?, ?, ?, ?)",
+            (row_id, *row),
+        )
+        self._db.execute("DELETE FROM notes WHERE id = ?", (row_id,))
+
+    def state(self, namespace: str) -> tuple[int, int]:
+        return self._state(namespace)
+
+    def all_problems(self) -> list[Problem]:
+        return [p for problems in self.problems.values() for p in problems]
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def search(self, text: str, namespaces: list[str], limit: int = 10) -> list[Hit]:
+        query = fts_query(text)
+        if query is None or not namespaces:
+            return []
+        marks = ",".join("?" * len(namespaces))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT n.namespace, n.key, n.kind, n.description, n.summary, n.updated, "
+                f"snippet(notes_fts, 2, '', '', '…', 16) "
+                f"FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+                f"WHERE notes_fts MATCH ? AND n.namespace IN ({marks}) "
+                f"ORDER BY bm25(notes_fts) LIMIT ?",
+                (query, *namespaces, limit),
+            ).fetchall()
+        return [Hit(Entry(*row[:6]), row[6]) for row in rows]
+
+    def entries(self, namespace: str, *, kind: str = "note") -> list[Entry]:
+        """A namespace's notes, newest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT namespace, key, kind, description, summary, updated FROM notes "
+                "WHERE namespace = ? AND kind = ? ORDER BY updated DESC, key",
+                (namespace, kind),
+            ).fetchall()
+        return [Entry(*row) for row in rows]
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """(namespace, kind) -> how many."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT namespace, kind, count(*) FROM notes GROUP BY namespace, kind"
+            ).fetchall()
+        return {(ns, kind): n for ns, kind, n in rows}
+
+    def close(self) -> None:
+        self._db.close()
+
+
+_INSERT = (
+    "INSERT INTO notes (namespace, key, kind, description, summary, content, updated, size, "
+    "mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _row(note: Note, state: FileState) -> tuple[object, ...]:
+    return (
+        note.namespace,
+        note.key,
+        note.kind,
+        note.description,
+        note.summary,
+        note.content,
+        note.updated,
+        state.size,
+        state.mtime_ns,
+    )

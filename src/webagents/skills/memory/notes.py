@@ -1,0 +1,297 @@
+"""Notes as files: Markdown with YAML front matter, one file per key, written atomically.
+
+The files are the truth. A note is `<namespace folder>/<key>.md`:
+
+    ---
+    description: When and where the launch is
+    updated: '2026-11-29T21:00:00.123456+00:00'
+    ---
+    The launch is on 3 March in Lisbon.
+
+A plain `.md` file without front matter (written by hand in owner/ or shared/) is a note too:
+its file name is the key and its first line the description; it gains front matter the next
+time the agent writes it. A file that cannot be read (broken front matter, invalid UTF-8) is
+reported and never overwritten or removed by the agent.
+
+Writers take a per-namespace lock (a thread lock in this process and `flock` across
+processes), and every change bumps the namespace's generation so that other processes know
+their index is stale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..._files import atomic_write, ensure_private_dir, ensure_private_file
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
+from ...errors import ToolError
+from .layout import NAMESPACE_FILE, is_key, namespace_folder
+
+SUMMARY_LIMIT = 120
+LOCK_FILE = ".lock"
+_MARK = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
+
+
+class NoteFormatError(Exception):
+    """A note file that cannot be read; it is left as it is."""
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def content_hash(content: str) -> str:
+    return "sha256:" + hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def one_line(text: str) -> str:
+    """A description kept to one line: no line breaks or control characters."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+def first_line_summary(content: str) -> str:
+    """A note's first non-empty line, without a heading's or list's mark, cut to 120."""
+    for line in content.splitlines():
+        if line.strip():
+            return one_line(_MARK.sub("", line))[:SUMMARY_LIMIT]
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    namespace: str
+    key: str
+    content: str
+    description: str = ""
+    updated: str = ""
+    kind: str = "note"
+    """`note`, or `episode` for a summary of an earlier conversation (M10)."""
+
+    @property
+    def summary(self) -> str:
+        """What the index in the prompt shows: the description, else the first line."""
+        return (
+            self.description[:SUMMARY_LIMIT]
+            if self.description
+            else first_line_summary(self.content)
+        )
+
+    @property
+    def hash(self) -> str:
+        return content_hash(self.content)
+
+    def render(self) -> str:
+        meta: dict[str, Any] = {"description": self.description, "updated": self.updated}
+        if self.kind != "note":
+            meta["kind"] = self.kind
+        front = yaml.safe_dump(meta, allow_unicode=True, sort_keys=False, width=10**6)
+        return f"---\n{front}---\n{self.content}"  # the content exactly as given
+
+
+def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
+    """A note from its file's bytes; NoteFormatError says what is wrong."""
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise NoteFormatError(f"not valid UTF-8 (byte {exc.start})") from None
+    modified = datetime.fromtimestamp(mtime, UTC).isoformat()
+    if not text.startswith("---\n") and not text.startswith("---\r\n"):
+        return Note(namespace, key, text, first_line_summary(text), modified)
+    lines = text.splitlines(keepends=True)
+    for index, line in enumerate(lines[1:], start=1):
+        if line.rstrip("\r\n") == "---":
+            front, body = "".join(lines[1:index]), "".join(lines[index + 1 :])
+            break
+    else:
+        raise NoteFormatError("the front matter is never closed with ---")
+    try:
+        meta = yaml.safe_load(front) or {}
+    except yaml.YAMLError as exc:
+        raise NoteFormatError(f"the front matter is not valid YAML ({exc})") from None
+    if not isinstance(meta, dict):
+        raise NoteFormatError("the front matter is not a mapping of fields")
+    description = meta.get("description") or ""
+    if not isinstance(description, str):
+        raise NoteFormatError("description: is not text")
+    updated = meta.get("updated") or modified
+    if isinstance(updated, datetime | date):
+        updated = updated.isoformat()
+    kind = meta.get("kind") or "note"
+    if kind not in ("note", "episode"):
+        raise NoteFormatError(f"kind: {kind!r} is neither note nor episode")
+    return Note(namespace, key, body, one_line(description), str(updated), kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a write or forget left behind, for the writer's own index."""
+
+    generation: int
+    folder_mtime_ns: int
+    """The namespace folder's mtime right after the change, read under the lock."""
+    note: Note | None
+    state: FileState | None
+
+
+class NoteStore:
+    """The note files of one agent, by namespace."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    # -- where ------------------------------------------------------------------------------
+
+    def folder(self, namespace: str) -> Path:
+        return namespace_folder(self.root, namespace)
+
+    def namespaces(self) -> list[str]:
+        """Every namespace that has a folder: owner, shared, then each caller's."""
+        found = [ns for ns in (OWNER_NAMESPACE, SHARED_NAMESPACE) if (self.root / ns).is_dir()]
+        callers = self.root / "callers"
+        if callers.is_dir():
+            for folder in sorted(callers.iterdir()):
+                marker = folder / NAMESPACE_FILE
+                with contextlib.suppress(OSError, UnicodeDecodeError):
+                    namespace = marker.read_text(encoding="utf-8")
+                    if namespace_folder(self.root, namespace) == folder:
+                        found.append(namespace)
+        return found
+
+    def generation(self, namespace: str) -> int:
+        """A counter every write and forget in the namespace bumps (0 when never written)."""
+        try:
+            return int((self.folder(namespace) / LOCK_FILE).read_bytes() or b"0")
+        except (OSError, ValueError):
+            return 0
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def read(self, namespace: str, key: str) -> Note | None:
+        path = self.folder(namespace) / f"{key}.md"
+        try:
+            raw = path.read_bytes()
+            mtime = path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        return parse_note(raw, namespace=namespace, key=key, mtime=mtime)
+
+    def files(self, namespace: str) -> dict[str, tuple[Path, FileState]]:
+        """The note files of a namespace, by key, with their size and mtime."""
+        folder = self.folder(namespace)
+        found: dict[str, tuple[Path, FileState]] = {}
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            return found
+        for entry in entries:
+            if not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+                continue
+            info = entry.stat(follow_symlinks=False)
+            found[entry.name[:-3]] = (Path(entry.path), FileState(info.st_size, info.st_mtime_ns))
+        return found
+
+    def load(self, namespace: str, key: str, path: Path) -> Note:
+        """Parse one file found by `files`; NoteFormatError when it cannot be read."""
+        if not is_key(key):
+            raise NoteFormatError("the file name is not a valid key (a-z 0-9 . _ -, 1-64)")
+        raw = path.read_bytes()
+        return parse_note(raw, namespace=namespace, key=key, mtime=path.stat().st_mtime)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def write(
+        self, namespace: str, key: str, content: str, description: str, *, kind: str = "note"
+    ) -> Change:
+        with self._locked(namespace) as folder:
+            path = folder / f"{key}.md"
+            self._refuse_unreadable(namespace, key, path)
+            note = Note(namespace, key, content, one_line(description), now(), kind)
+            atomic_write(path, note.render().encode("utf-8"))
+            info = path.stat()
+            generation = self._bump(folder)
+            return Change(
+                generation,
+                folder.stat().st_mtime_ns,
+                note,
+                FileState(info.st_size, info.st_mtime_ns),
+            )
+
+    def forget(self, namespace: str, key: str) -> Change | None:
+        """Remove a note; None when there was none."""
+        with self._locked(namespace) as folder:
+            path = folder / f"{key}.md"
+            if not path.exists():
+                return None
+            self._refuse_unreadable(namespace, key, path)
+            path.unlink()
+            generation = self._bump(folder)
+            return Change(generation, folder.stat().st_mtime_ns, None, None)
+
+    def _refuse_unreadable(self, namespace: str, key: str, path: Path) -> None:
+        try:
+            self.read(namespace, key)
+        except NoteFormatError as exc:
+            raise ToolError(
+                f"the note {key!r} is a file that cannot be read ({exc}); it is left as it is "
+                f"for its owner to fix by hand or remove: {path}"
+            ) from None
+
+    @contextlib.contextmanager
+    def _locked(self, namespace: str) -> Iterator[Path]:
+        folder = self.folder(namespace)
+        with self._locks_guard:
+            lock = self._locks.setdefault(namespace, threading.Lock())
+        with lock:
+            ensure_private_dir(folder)
+            if namespace not in (OWNER_NAMESPACE, SHARED_NAMESPACE):
+                marker = folder / NAMESPACE_FILE
+                if not marker.exists():
+                    atomic_write(marker, namespace.encode("utf-8"))
+            fd = os.open(ensure_private_file(folder / LOCK_FILE), os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield folder
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+    def _bump(self, folder: Path) -> int:
+        """Add one to the namespace's generation (held in its lock file; a hint, not data)."""
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR)
+        try:
+            current = int(os.pread(fd, 32, 0) or b"0")
+            value = str(current + 1).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, value, 0)
+        finally:
+            os.close(fd)
+        return current + 1

@@ -1,0 +1,61 @@
+"""Which namespaces a caller may read and write (M2): the one place that decides.
+
+A pure function of the verified `Caller`. The file store, the index, the prompt block, the
+tools, `/memory` and (later) the portal sync all ask here; nothing else decides access.
+
+| caller                           | reads                | writes             |
+|----------------------------------|----------------------|--------------------|
+| owner                            | every namespace      | `owner`, `shared`  |
+| verified caller / channel sender | its own and `shared` | its own            |
+| nobody verified (or unnameable)  | `shared`             | nothing            |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, Caller
+
+
+@dataclass(frozen=True, slots=True)
+class Rights:
+    own: str | None
+    """The caller's own namespace: where its notes and episodes go, and read first."""
+    reads_all: bool
+    writable: frozenset[str]
+    readable_named: frozenset[str]
+    """The namespaces readable by name (for everyone but the owner, all it may read)."""
+
+    def can_read(self, namespace: str) -> bool:
+        return self.reads_all or namespace in self.readable_named
+
+    def can_write(self, namespace: str) -> bool:
+        return namespace in self.writable
+
+    @property
+    def can_write_any(self) -> bool:
+        return bool(self.writable)
+
+    def readable(self, existing: Iterable[str]) -> list[str]:
+        """The namespaces among `existing` this caller may read, its own first."""
+        allowed = {ns for ns in existing if self.can_read(ns)}
+        return sorted(allowed, key=lambda ns: (ns != self.own, ns != SHARED_NAMESPACE, ns))
+
+    def lookup_order(self) -> list[str]:
+        """Where a bare key is looked up (M4): the caller's own namespace, then shared."""
+        return [ns for ns in (self.own, SHARED_NAMESPACE) if ns is not None]
+
+
+def rights_of(caller: Caller) -> Rights:
+    if caller.is_owner:
+        return Rights(
+            own=OWNER_NAMESPACE,
+            reads_all=True,
+            writable=frozenset({OWNER_NAMESPACE, SHARED_NAMESPACE}),
+            readable_named=frozenset({OWNER_NAMESPACE, SHARED_NAMESPACE}),
+        )
+    own = caller.namespace
+    if own is None:
+        return Rights(None, False, frozenset(), frozenset({SHARED_NAMESPACE}))
+    return Rights(own, False, frozenset({own}), frozenset({own, SHARED_NAMESPACE}))

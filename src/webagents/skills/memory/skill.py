@@ -1,0 +1,451 @@
+"""The `memory` skill: notes that last between conversations, kept apart for every caller.
+
+Every read and write asks `rights` what the verified caller may do; the model's arguments
+choose only among what is allowed (M3). The tools each caller sees are built for its kind:
+only the owner's carry `namespace`, and a caller who may write nothing is not offered
+memory_write or memory_forget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..._files import atomic_write
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
+from ...context import AgentInfo, Context, is_conversation_id
+from ...errors import ConfigError, ToolError
+from ..base import ChatIO, Skill, SlashCommand, Tool
+from .index import MemoryIndex
+from .layout import EPISODE_PREFIX, check_key
+from .notes import Note, NoteFormatError, NoteStore, first_line_summary
+from .prompt import memory_block
+from .rights import Rights, rights_of
+
+log = logging.getLogger("webagents.memory")
+
+MAX_NOTE_CHARS = 64_000
+MAX_LISTED = 500
+SNAPSHOTS = ".sessions"
+WriteTarget = Literal["owner", "shared"]
+
+
+class MemorySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    local: bool = Field(default=True, description="keep notes in the agent's folder")
+    portal: bool = Field(default=False, description="keep notes on the portal as well")
+    notes_budget: int = Field(default=4000, ge=0, description="characters of index in the prompt")
+    compaction: int | None = Field(
+        default=None, gt=0, description="legacy: prompt tokens that trigger a summary"
+    )
+
+    @model_validator(mode="after")
+    def _a_tier(self) -> MemorySettings:
+        if not self.local and not self.portal:
+            raise ValueError("at least one of local and portal must be true")
+        if self.portal:
+            raise ValueError(
+                "portal: true needs the portal tier, which this version does not have yet; "
+                "keep local: true"
+            )
+        return self
+
+
+def _is_namespace(value: str) -> bool:
+    return value in (OWNER_NAMESPACE, SHARED_NAMESPACE) or (
+        value.startswith("caller:") and len(value) > len("caller:")
+    )
+
+
+class MemorySkill(Skill[MemorySettings]):
+    """Caller-scoped notes in `<agent folder>/.webagents/memory/`."""
+
+    name = "memory"
+    Settings = MemorySettings
+
+    def __init__(self, settings: MemorySettings | None = None, /, **values: Any) -> None:
+        super().__init__(settings, **values)
+        self._store: NoteStore | None = None
+        self._index: MemoryIndex | None = None
+        self._toolsets = {kind: _toolset(self, kind) for kind in ("owner", "writer", "reader")}
+
+    # -- set up -------------------------------------------------------------------------------
+
+    def bind(self, agent: AgentInfo) -> None:
+        if agent.directory is None:
+            raise ConfigError(
+                "the memory skill keeps notes in the agent's folder: give the agent one "
+                "(Agent(directory=...), or load it from its folder)"
+            )
+        self._store = NoteStore(agent.directory / ".webagents" / "memory")
+        self._index = MemoryIndex(self._store)
+        self._index.rebuild()
+        if self.settings.compaction is not None:
+            log.warning("memory: the compaction setting is read but not applied yet")
+
+    @property
+    def store(self) -> NoteStore:
+        if self._store is None:
+            raise ConfigError("the memory skill is not part of an agent yet")
+        return self._store
+
+    @property
+    def index(self) -> MemoryIndex:
+        if self._index is None:
+            raise ConfigError("the memory skill is not part of an agent yet")
+        return self._index
+
+    # -- per conversation ---------------------------------------------------------------------
+
+    def tools(self, ctx: Context) -> Sequence[Tool]:
+        rights = rights_of(ctx.caller)
+        kind = "owner" if ctx.caller.is_owner else "writer" if rights.can_write_any else "reader"
+        return self._toolsets[kind]
+
+    async def prompt(self, ctx: Context) -> str | None:
+        rights = rights_of(ctx.caller)
+        snapshot = self._snapshot_path(rights, ctx)
+        if snapshot is not None and snapshot.exists():
+            return snapshot.read_text(encoding="utf-8")  # the block of this conversation (M6)
+        block = self.block(rights)
+        if snapshot is not None and block is not None:
+            atomic_write(snapshot, block.encode("utf-8"))
+        return block
+
+    def block(self, rights: Rights) -> str | None:
+        """The `## Memory` block for a caller with these rights, as of now."""
+        namespaces = rights.lookup_order()
+        self.index.refresh(namespaces)
+        own = self.index.entries(rights.own) if rights.own is not None else []
+        shared = self.index.entries(SHARED_NAMESPACE) if rights.own != SHARED_NAMESPACE else []
+        return memory_block(
+            rights.own,
+            own,
+            shared,
+            budget=self.settings.notes_budget,
+            can_write=rights.can_write_any,
+        )
+
+    def _snapshot_path(self, rights: Rights, ctx: Context) -> Path | None:
+        conversation = ctx.conversation_id
+        if rights.own is None or conversation is None or not is_conversation_id(conversation):
+            return None
+        return self.store.folder(rights.own) / SNAPSHOTS / f"{conversation}.block"
+
+    # -- what the tools do --------------------------------------------------------------------
+
+    def _readable(self, rights: Rights, namespace: str | None) -> list[str]:
+        if namespace is not None:
+            if not _is_namespace(namespace) or not rights.can_read(namespace):
+                raise ToolError(f"you cannot read the namespace {namespace!r}")
+            return [namespace]
+        if rights.reads_all:
+            return rights.readable(self.store.namespaces())
+        return rights.lookup_order()
+
+    def _writable(self, rights: Rights, namespace: str | None) -> str:
+        target = namespace or rights.own
+        if target is None or not rights.can_write(target):
+            if target is None:
+                raise ToolError("you cannot keep notes: the agent has not verified who you are")
+            raise ToolError(f"you cannot write to the namespace {target!r}")
+        return target
+
+    async def search(self, ctx: Context, query: str, namespace: str | None = None) -> Any:
+        rights = rights_of(ctx.caller)
+        namespaces = self._readable(rights, namespace)
+        self.index.refresh(namespaces)
+        hits = self.index.search(query, namespaces)
+        return [
+            {
+                "key": hit.entry.key,
+                "namespace": hit.entry.namespace,
+                **({"kind": hit.entry.kind} if hit.entry.kind != "note" else {}),
+                "description": hit.entry.summary,
+                "updated": hit.entry.updated,
+                "snippet": hit.snippet,
+            }
+            for hit in hits
+        ]
+
+    async def read(self, ctx: Context, key: str, namespace: str | None = None) -> Any:
+        rights = rights_of(ctx.caller)
+        check_key(key, episode=True)
+        for candidate in self._readable(rights, namespace) if namespace else rights.lookup_order():
+            try:
+                note = self.store.read(candidate, key)
+            except NoteFormatError as exc:
+                raise ToolError(f"the note {key!r} cannot be read: {exc}") from None
+            if note is not None:
+                return _full(note)
+        raise ToolError(f"there is no note {key!r}; memory_list shows the keys")
+
+    async def write(
+        self,
+        ctx: Context,
+        key: str,
+        content: str,
+        description: str = "",
+        namespace: str | None = None,
+        *,
+        kind: str = "note",
+    ) -> Any:
+        rights = rights_of(ctx.caller)
+        target = self._writable(rights, namespace)
+        check_key(key, episode=kind == "episode")
+        if len(content) > MAX_NOTE_CHARS:
+            raise ToolError(f"a note holds at most {MAX_NOTE_CHARS} characters; split it")
+        before = self.index.state(target)
+        change = await asyncio.to_thread(
+            self.store.write, target, key, content, description, kind=kind
+        )
+        self.index.apply(target, key, change, before)
+        assert change.note is not None
+        return {"saved": key, "namespace": target, "updated": change.note.updated}
+
+    async def forget(self, ctx: Context, key: str, namespace: str | None = None) -> Any:
+        rights = rights_of(ctx.caller)
+        target = self._writable(rights, namespace)
+        check_key(key, episode=True)
+        before = self.index.state(target)
+        change = await asyncio.to_thread(self.store.forget, target, key)
+        if change is None:
+            raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
+        self.index.apply(target, key, change, before)
+        return {"forgot": key, "namespace": target}
+
+    async def list(self, ctx: Context, namespace: str | None = None) -> Any:
+        rights = rights_of(ctx.caller)
+        namespaces = self._readable(rights, namespace)
+        self.index.refresh(namespaces)
+        entries = [entry for ns in namespaces for entry in self.index.entries(ns)]
+        listed: dict[str, Any] = {
+            "notes": [
+                {
+                    "key": e.key,
+                    "namespace": e.namespace,
+                    "description": e.summary,
+                    "updated": e.updated,
+                }
+                for e in entries[:MAX_LISTED]
+            ]
+        }
+        if len(entries) > MAX_LISTED:
+            listed["more"] = len(entries) - MAX_LISTED
+        return listed
+
+    # -- episodes (M10) -----------------------------------------------------------------------
+
+    async def keep_episode(self, ctx: Context, summary: str) -> str | None:
+        """Keep a conversation summary as `episode-<time>-<n>` in the caller's namespace.
+
+        Found by memory_search and memory_read, never listed in the block. None for a caller
+        with no namespace of its own (nothing is kept for them).
+        """
+        rights = rights_of(ctx.caller)
+        if rights.own is None:
+            return None
+        stamp = datetime.now(UTC).strftime("%Y%m%dt%H%M%S")
+        existing = self.store.files(rights.own)
+        n = 1
+        while f"{EPISODE_PREFIX}{stamp}-{n}" in existing:
+            n += 1
+        key = f"{EPISODE_PREFIX}{stamp}-{n}"
+        description = "Summary of an earlier conversation: " + first_line_summary(summary)
+        await self.write(ctx, key, summary, description[:120], kind="episode")
+        return key
+
+    # -- the chat (M11) -----------------------------------------------------------------------
+
+    def commands(self) -> Sequence[SlashCommand]:
+        return [SlashCommand("memory", "where notes are kept; /memory forget <key>", self._chat)]
+
+    async def _chat(self, io: ChatIO, ctx: Context, args: str) -> None:
+        words = args.split()
+        if words[:1] == ["forget"]:
+            if len(words) != 2:
+                io.say("usage: /memory forget <key>")
+                return
+            key = words[1]
+            rights = rights_of(ctx.caller)
+            try:
+                check_key(key, episode=True)
+                note = self.store.read(self._writable(rights, None), key)
+            except (ToolError, NoteFormatError) as exc:
+                io.say(str(exc))
+                return
+            if note is None:
+                io.say(f"you have no note {key!r}")
+                return
+            if await io.confirm(f"Forget {key!r} ({note.summary})?"):
+                await self.forget(ctx, key)
+                io.say(f"forgot {key}")
+            else:
+                io.say("kept it")
+            return
+        if words:
+            io.say("usage: /memory, or /memory forget <key>")
+            return
+        io.say(self.report(rights_of(ctx.caller)))
+
+    def report(self, rights: Rights) -> str:
+        """What /memory shows: where, how many yours, shared and per caller, newest keys."""
+        namespaces = rights.readable(self.store.namespaces())
+        self.index.refresh(namespaces)
+        counts = self.index.counts()
+        callers = [ns for ns in namespaces if ns.startswith("caller:")]
+
+        def count(ns: str, kind: str = "note") -> int:
+            return counts.get((ns, kind), 0)
+
+        lines = [f"Notes are kept in {self.store.root}"]
+        if rights.own is not None:
+            lines.append(
+                f"yours ({rights.own}): {count(rights.own)} notes, "
+                f"{count(rights.own, 'episode')} episodes"
+            )
+        lines.append(f"shared: {count(SHARED_NAMESPACE)} notes")
+        if rights.reads_all:
+            per_caller = sum(count(ns) for ns in callers)
+            lines.append(f"callers: {len(callers)}, with {per_caller} notes")
+            for ns in callers[:10]:
+                lines.append(f"  {ns}: {count(ns)} notes, {count(ns, 'episode')} episodes")
+        if rights.own is not None:
+            newest = [e.key for e in self.index.entries(rights.own)[:5]]
+            lines.append("your newest: " + (", ".join(newest) if newest else "none yet"))
+        problems = [p for ns in namespaces for p in self.index.problems.get(ns, [])]
+        for problem in problems:
+            lines.append(f"cannot read {problem} (left as it is)")
+        return "\n".join(lines)
+
+
+def _full(note: Note) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "key": note.key,
+        "namespace": note.namespace,
+        "description": note.summary,
+        "updated": note.updated,
+        "content": note.content,
+    }
+    if note.kind != "note":
+        result["kind"] = note.kind
+    return result
+
+
+def _toolset(skill: MemorySkill, kind: str) -> list[Tool]:
+    """The memory tools as one kind of caller sees them (M3, M4)."""
+
+    if kind == "owner":
+
+        async def memory_search(ctx: Context, query: str, namespace: str | None = None) -> Any:
+            """Search the notes and earlier-conversation summaries you may read.
+
+            Args:
+                query: words to look for
+                namespace: only this namespace (owner, shared or caller:<identity>)
+            """
+            return await skill.search(ctx, query, namespace)
+
+        async def memory_read(ctx: Context, key: str, namespace: str | None = None) -> Any:
+            """Read one note in full: its content, description and when it changed.
+
+            Args:
+                key: the note's key
+                namespace: read from this namespace instead of yours, then shared
+            """
+            return await skill.read(ctx, key, namespace)
+
+        async def memory_write(
+            ctx: Context,
+            key: str,
+            content: str,
+            description: str = "",
+            namespace: WriteTarget = "owner",
+        ) -> Any:
+            """Save or replace a note by key, with a one-line description.
+
+            Args:
+                key: a short slug such as preferences or launch-plan
+                content: the note, in Markdown
+                description: one line saying what the note is about
+                namespace: owner (yours) or shared (every caller reads it)
+            """
+            return await skill.write(ctx, key, content, description, namespace)
+
+        async def memory_forget(ctx: Context, key: str, namespace: WriteTarget = "owner") -> Any:
+            """Remove a note.
+
+            Args:
+                key: the note's key
+                namespace: owner (yours) or shared
+            """
+            return await skill.forget(ctx, key, namespace)
+
+        async def memory_list(ctx: Context, namespace: str | None = None) -> Any:
+            """List the notes you may read, with their descriptions, newest first.
+
+            Args:
+                namespace: only this namespace (owner, shared or caller:<identity>)
+            """
+            return await skill.list(ctx, namespace)
+
+        functions: list[Any] = [
+            memory_search,
+            memory_read,
+            memory_write,
+            memory_forget,
+            memory_list,
+        ]
+    else:
+
+        async def memory_search(ctx: Context, query: str) -> Any:  # type: ignore[misc]
+            """Search the notes and earlier-conversation summaries you may read.
+
+            Args:
+                query: words to look for
+            """
+            return await skill.search(ctx, query)
+
+        async def memory_read(ctx: Context, key: str) -> Any:  # type: ignore[misc]
+            """Read one note in full: its content, description and when it changed.
+
+            Args:
+                key: the note's key (yours first, then the shared one)
+            """
+            return await skill.read(ctx, key)
+
+        async def memory_write(  # type: ignore[misc]
+            ctx: Context, key: str, content: str, description: str = ""
+        ) -> Any:
+            """Save or replace one of your notes by key, with a one-line description.
+
+            Args:
+                key: a short slug such as preferences or launch-plan
+                content: the note, in Markdown
+                description: one line saying what the note is about
+            """
+            return await skill.write(ctx, key, content, description)
+
+        async def memory_forget(ctx: Context, key: str) -> Any:  # type: ignore[misc]
+            """Remove one of your notes.
+
+            Args:
+                key: the note's key
+            """
+            return await skill.forget(ctx, key)
+
+        async def memory_list(ctx: Context) -> Any:  # type: ignore[misc]
+            """List the notes you may read, with their descriptions, newest first."""
+            return await skill.list(ctx)
+
+        functions = [memory_search, memory_read, memory_list]
+        if kind == "writer":
+            functions[2:2] = [memory_write, memory_forget]
+    return [Tool.from_function(fn) for fn in functions]
