@@ -61,6 +61,9 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]
     yield
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
 def write_agent(folder: Path, front_matter: str, body: str = "Be brief.") -> Path:
     """An agent folder with the given AGENT.md front matter (YAML text, no fences)."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -221,6 +221,8 @@ class ChatApp:
     async def _render(self, conversation: Conversation, text: str) -> None:
         async for event in conversation.stream(text):
             if isinstance(event, TextDelta):
+                if not event.text:
+                    continue
                 self.console.print(printable(event.text), end="", markup=False, highlight=False)
                 self._line_open = not event.text.endswith("\n")
             elif isinstance(event, ToolCallStarted):
@@ -257,7 +259,7 @@ def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -
         raise ConfigError(
             f"{exc}; or try the chat with the offline scripted model: --offline"
         ) from None
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     reader: LineReader = (
         PromptReader(chat_history_file(profile)) if sys.stdin.isatty() else PlainReader()
     )

@@ -49,7 +49,7 @@ def settings_error(skill: str, model: type[BaseModel], exc: ValidationError) -> 
     problems = validation_problems(
         exc,
         unknown=lambda where: f"unknown setting {where!r}",
-        wrong=lambda where, msg: f"setting {where!r}: {msg}",
+        wrong=lambda where, msg: f"setting {where!r}: {msg}" if where else msg,
     )
     if any(err["type"] == "extra_forbidden" for err in exc.errors()):
         problems += f"; it takes: {', '.join(model.model_fields) or 'no settings'}"

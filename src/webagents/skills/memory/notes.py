@@ -65,7 +65,7 @@ def first_line_summary(content: str) -> str:
     """A note's first non-empty line, without a heading's or list's mark, cut to 120."""
     for line in content.splitlines():
         if line.strip():
-            return one_line(_MARK.sub("", line))[:SUMMARY_LIMIT]
+            return one_line(_MARK.sub("", line))[:SUMMARY_LIMIT].rstrip()
     return ""
 
 
