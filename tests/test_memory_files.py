@@ -83,7 +83,7 @@ async def test_m7_files_front_matter_and_permissions_whatever_the_umask(tmp_path
     text = (root / "owner" / "launch.md").read_text()
     lines = text.splitlines()
     assert lines[0:2] == ["---", "description: When and where the launch is"]
-    assert lines[2].startswith("updated: '20") and lines[3:] == ["---", "3 March, Lisbon."]
+    assert lines[2].startswith('updated: "20') and lines[3:] == ["---", "3 March, Lisbon."]
     alice = root / "callers" / caller_folder_name("caller:alice@example.com")
     assert (alice / ".namespace").read_text() == "caller:alice@example.com"
     for folder in (root, root / "owner", root / "callers", alice):
@@ -275,3 +275,30 @@ async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) ->
         "your newest: none yet",
     ]
     assert not (root / "owner" / "tone.md").exists()
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        "Tone",
+        "When: 3 March",
+        "yes",
+        "it's 'quoted'",
+        'back\\slash "q"',
+        "ünïcode",
+        "",
+        "- a list?",
+    ],
+)
+def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: str) -> None:
+    import yaml
+
+    from webagents.skills.memory.notes import Note, parse_note
+
+    note = Note("owner", "k", "body\n", description, "2026-11-29T22:00:00.123+00:00")
+    text = note.render()
+    assert yaml.safe_load(text.split("---\n")[1]) == {
+        "description": description,
+        "updated": "2026-11-29T22:00:00.123+00:00",
+    }
+    assert parse_note(text.encode(), namespace="owner", key="k", mtime=0) == note

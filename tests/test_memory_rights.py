@@ -160,7 +160,7 @@ async def test_m3_only_the_owner_names_a_namespace(seeded: Any) -> None:
     assert all("namespace" not in properties for properties in schemas.values())
     owner_ctx = Context(agent=skill_agent_info(seeded), caller=OWNER)
     owner_schemas = {t.name: t.parameters["properties"] for t in seeded.tools(owner_ctx)}
-    assert owner_schemas["memory_write"]["namespace"]["enum"] == ["owner", "shared"]
+    assert owner_schemas["memory_write"]["namespace"]["anyOf"][0]["enum"] == ["owner", "shared"]
     assert all("namespace" in properties for properties in owner_schemas.values())
 
 

@@ -11,6 +11,7 @@ as a quoted phrase, and the namespaces a caller may read are bound parameters.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import sqlite3
@@ -38,11 +39,12 @@ CREATE TABLE notes (
     updated TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    nsid TEXT NOT NULL,
     UNIQUE (namespace, key)
 );
 CREATE INDEX notes_by_time ON notes (namespace, kind, updated);
 CREATE VIRTUAL TABLE notes_fts USING fts5(
-    key, description, content, content='notes', content_rowid='id', tokenize='unicode61'
+    key, description, content, nsid, content='notes', content_rowid='id', tokenize='unicode61'
 );
 """
 
@@ -71,6 +73,12 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{word}"' for word in words) or None
 
 
+def namespace_id(namespace: str) -> str:
+    """One FTS token per namespace, so a query is narrowed to the readable ones by the index
+    itself (the exact namespace is still checked on every row)."""
+    return "ns" + hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:24]
+
+
 class MemoryIndex:
     def __init__(self, store: NoteStore) -> None:
         self.store = store
@@ -92,7 +100,7 @@ class MemoryIndex:
                 state = self._state(namespace)
                 rows = []
                 for key, (path, file_state) in self.store.files(namespace).items():
-                    note = self._load(namespace, key, path)
+                    note = self._load(namespace, key, path, file_state)
                     if note is not None:
                         rows.append(_row(note, file_state))
                 self._db.executemany(_INSERT, rows)
@@ -133,7 +141,7 @@ class MemoryIndex:
                 known = indexed.get(key)
                 if known is not None and known[1] == file_state:
                     continue
-                note = self._load(namespace, key, path)
+                note = self._load(namespace, key, path, file_state)
                 if known is not None:
                     self._delete(known[0])
                 if note is not None:
@@ -143,9 +151,9 @@ class MemoryIndex:
                     log.warning("memory: %s (left as it is)", problem)
             self._seen[namespace] = state
 
-    def _load(self, namespace: str, key: str, path: Path) -> Note | None:
+    def _load(self, namespace: str, key: str, path: Path, state: FileState) -> Note | None:
         try:
-            return self.store.load(namespace, key, path)
+            return self.store.load(namespace, key, path, state)
         except (NoteFormatError, OSError) as exc:
             self.problems.setdefault(namespace, []).append(Problem(path, str(exc)))
             return None
@@ -169,19 +177,25 @@ class MemoryIndex:
     def _insert(self, note: Note, state: FileState) -> None:
         cursor = self._db.execute(_INSERT, _row(note, state))
         self._db.execute(
-            "INSERT INTO notes_fts(rowid, key, description, content) VALUES (?, ?, ?, ?)",
-            (cursor.lastrowid, note.key, note.description, note.content),
+            "INSERT INTO notes_fts(rowid, key, description, content, nsid) VALUES (?, ?, ?, ?, ?)",
+            (
+                cursor.lastrowid,
+                note.key,
+                note.description,
+                note.content,
+                namespace_id(note.namespace),
+            ),
         )
 
     def _delete(self, row_id: int) -> None:
         row = self._db.execute(
-            "SELECT key, description, content FROM notes WHERE id = ?", (row_id,)
+            "SELECT key, description, content, nsid FROM notes WHERE id = ?", (row_id,)
         ).fetchone()
         if row is None:
             return
         self._db.execute(
-            "INSERT INTO notes_fts(notes_fts, rowid, key, description, content) "
-            "VALUES ('delete', ?, ?, ?, ?)",
+            "INSERT INTO notes_fts(notes_fts, rowid, key, description, content, nsid) "
+            "VALUES ('delete', ?, ?, ?, ?, ?)",
             (row_id, *row),
         )
         self._db.execute("DELETE FROM notes WHERE id = ?", (row_id,))
@@ -195,9 +209,11 @@ class MemoryIndex:
     # -- queries ------------------------------------------------------------------------------
 
     def search(self, text: str, namespaces: list[str], limit: int = 10) -> list[Hit]:
-        query = fts_query(text)
-        if query is None or not namespaces:
+        words = fts_query(text)
+        if words is None or not namespaces:
             return []
+        narrowed = " OR ".join(namespace_id(ns) for ns in namespaces)
+        query = f"nsid:({narrowed}) AND {{key description content}}:({words})"
         marks = ",".join("?" * len(namespaces))
         with self._lock:
             rows = self._db.execute(
@@ -234,7 +250,7 @@ class MemoryIndex:
 
 _INSERT = (
     "INSERT INTO notes (namespace, key, kind, description, summary, content, updated, size, "
-    "mtime_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "mtime_ns, nsid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -249,4 +265,5 @@ def _row(note: Note, state: FileState) -> tuple[object, ...]:
         note.updated,
         state.size,
         state.mtime_ns,
+        namespace_id(note.namespace),
     )

@@ -4,7 +4,7 @@ The files are the truth. A note is `<namespace folder>/<key>.md`:
 
     ---
     description: When and where the launch is
-    updated: '2026-11-29T21:00:00.123456+00:00'
+    updated: "2026-11-29T21:00:00.123456+00:00"
     ---
     The launch is on 3 March in Lisbon.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import threading
@@ -44,6 +45,10 @@ LOCK_FILE = ".lock"
 _MARK = re.compile(r"^\s*(?:#{1,6}\s+|[-*+]\s+|\d+[.)]\s+|>\s*)")
 
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_CLOSING = re.compile(r"\n---\r?(?:\n|$)")
+
+
 class NoteFormatError(Exception):
     """A note file that cannot be read; it is left as it is."""
 
@@ -58,7 +63,9 @@ def content_hash(content: str) -> str:
 
 def one_line(text: str) -> str:
     """A description kept to one line: no line breaks or control characters."""
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else " " for ch in text)
+    return " ".join(text.split())
 
 
 def first_line_summary(content: str) -> str:
@@ -93,11 +100,47 @@ class Note:
         return content_hash(self.content)
 
     def render(self) -> str:
-        meta: dict[str, Any] = {"description": self.description, "updated": self.updated}
+        lines = [f"description: {_scalar(self.description)}", f"updated: {_scalar(self.updated)}"]
         if self.kind != "note":
-            meta["kind"] = self.kind
-        front = yaml.safe_dump(meta, allow_unicode=True, sort_keys=False, width=10**6)
-        return f"---\n{front}---\n{self.content}"  # the content exactly as given
+            lines.append(f"kind: {self.kind}")
+        return "---\n" + "\n".join(lines) + "\n---\n" + self.content  # content as given
+
+
+# Front matter is YAML. What the agent writes it writes in a small regular form, which is read
+# back without a YAML parser (a YAML parse costs more than the rest of a write, and a start-up
+# reads every note); anything else (a hand edit) goes to the YAML parser.
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ,._()/&+-]*$")
+_FIELD = re.compile(r"^([a-z_]+): (.*)$")
+
+
+def _scalar(value: str) -> str:
+    """A YAML scalar for `value`: plain when that reads back the same, else double-quoted."""
+    if _PLAIN.fullmatch(value) and not value.endswith(" ") and value.lower() not in _YAML_WORDS:
+        return value
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted one
+
+
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
+
+
+def _read_front(front: str) -> dict[str, Any] | None:
+    """The fields of front matter in the form the agent writes; None for any other form."""
+    meta: dict[str, Any] = {}
+    for line in front.splitlines():
+        match = _FIELD.fullmatch(line)
+        if match is None:
+            return None
+        name, value = match.groups()
+        if value.startswith('"'):
+            try:
+                meta[name] = json.loads(value)
+            except json.JSONDecodeError:
+                return None
+        elif _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+            meta[name] = value
+        else:
+            return None
+    return meta
 
 
 def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
@@ -106,26 +149,29 @@ def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise NoteFormatError(f"not valid UTF-8 (byte {exc.start})") from None
-    modified = datetime.fromtimestamp(mtime, UTC).isoformat()
+
+    def modified() -> str:
+        return datetime.fromtimestamp(mtime, UTC).isoformat()
+
     if not text.startswith("---\n") and not text.startswith("---\r\n"):
-        return Note(namespace, key, text, first_line_summary(text), modified)
-    lines = text.splitlines(keepends=True)
-    for index, line in enumerate(lines[1:], start=1):
-        if line.rstrip("\r\n") == "---":
-            front, body = "".join(lines[1:index]), "".join(lines[index + 1 :])
-            break
-    else:
+        return Note(namespace, key, text, first_line_summary(text), modified())
+    start = text.index("\n") + 1
+    end = _CLOSING.search(text, start - 1)
+    if end is None:
         raise NoteFormatError("the front matter is never closed with ---")
-    try:
-        meta = yaml.safe_load(front) or {}
-    except yaml.YAMLError as exc:
-        raise NoteFormatError(f"the front matter is not valid YAML ({exc})") from None
+    front, body = text[start : end.start() + 1], text[end.end() :]
+    meta = _read_front(front)
+    if meta is None:
+        try:
+            meta = yaml.load(front, Loader=_Loader) or {}
+        except yaml.YAMLError as exc:
+            raise NoteFormatError(f"the front matter is not valid YAML ({exc})") from None
     if not isinstance(meta, dict):
         raise NoteFormatError("the front matter is not a mapping of fields")
     description = meta.get("description") or ""
     if not isinstance(description, str):
         raise NoteFormatError("description: is not text")
-    updated = meta.get("updated") or modified
+    updated = meta.get("updated") or modified()
     if isinstance(updated, datetime | date):
         updated = updated.isoformat()
     kind = meta.get("kind") or "note"
@@ -167,6 +213,8 @@ class NoteStore:
         self.root = root
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._ready: set[str] = set()
+        """Namespaces whose folder, marker and lock file this process has made sure of."""
 
     # -- where ------------------------------------------------------------------------------
 
@@ -189,7 +237,7 @@ class NoteStore:
     def generation(self, namespace: str) -> int:
         """A counter every write and forget in the namespace bumps (0 when never written)."""
         try:
-            return int((self.folder(namespace) / LOCK_FILE).read_bytes() or b"0")
+            return int((self.folder(namespace) / LOCK_FILE).read_bytes().strip() or b"0")
         except (OSError, ValueError):
             return 0
 
@@ -219,12 +267,13 @@ class NoteStore:
             found[entry.name[:-3]] = (Path(entry.path), FileState(info.st_size, info.st_mtime_ns))
         return found
 
-    def load(self, namespace: str, key: str, path: Path) -> Note:
+    def load(self, namespace: str, key: str, path: Path, state: FileState) -> Note:
         """Parse one file found by `files`; NoteFormatError when it cannot be read."""
         if not is_key(key):
             raise NoteFormatError("the file name is not a valid key (a-z 0-9 . _ -, 1-64)")
-        raw = path.read_bytes()
-        return parse_note(raw, namespace=namespace, key=key, mtime=path.stat().st_mtime)
+        with open(path, "rb") as handle:
+            raw = handle.read()
+        return parse_note(raw, namespace=namespace, key=key, mtime=state.mtime_ns / 1e9)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -271,12 +320,15 @@ class NoteStore:
         with self._locks_guard:
             lock = self._locks.setdefault(namespace, threading.Lock())
         with lock:
-            ensure_private_dir(folder)
-            if namespace not in (OWNER_NAMESPACE, SHARED_NAMESPACE):
-                marker = folder / NAMESPACE_FILE
-                if not marker.exists():
-                    atomic_write(marker, namespace.encode("utf-8"))
-            fd = os.open(ensure_private_file(folder / LOCK_FILE), os.O_RDWR)
+            if namespace not in self._ready or not folder.is_dir():
+                ensure_private_dir(folder)
+                if namespace not in (OWNER_NAMESPACE, SHARED_NAMESPACE):
+                    marker = folder / NAMESPACE_FILE
+                    if not marker.exists():
+                        atomic_write(marker, namespace.encode("utf-8"))
+                ensure_private_file(folder / LOCK_FILE)
+                self._ready.add(namespace)
+            fd = os.open(folder / LOCK_FILE, os.O_RDWR)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield folder
@@ -288,10 +340,8 @@ class NoteStore:
         """Add one to the namespace's generation (held in its lock file; a hint, not data)."""
         fd = os.open(folder / LOCK_FILE, os.O_RDWR)
         try:
-            current = int(os.pread(fd, 32, 0) or b"0")
-            value = str(current + 1).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, value, 0)
+            current = int(os.pread(fd, 32, 0).strip() or b"0")
+            os.pwrite(fd, b"%020d" % (current + 1), 0)  # fixed width: no truncation needed
         finally:
             os.close(fd)
         return current + 1

@@ -8,7 +8,7 @@ memory_write or memory_forget.
 
 from __future__ import annotations
 
-import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -203,9 +203,9 @@ class MemorySkill(Skill[MemorySettings]):
         if len(content) > MAX_NOTE_CHARS:
             raise ToolError(f"a note holds at most {MAX_NOTE_CHARS} characters; split it")
         before = self.index.state(target)
-        change = await asyncio.to_thread(
-            self.store.write, target, key, content, description, kind=kind
-        )
+        # In the event loop, not a thread: a note write (fsync included) takes about a
+        # millisecond and a thread hand-off costs nearly as much again (bench/memory.py).
+        change = self.store.write(target, key, content, description, kind=kind)
         self.index.apply(target, key, change, before)
         assert change.note is not None
         return {"saved": key, "namespace": target, "updated": change.note.updated}
@@ -215,7 +215,7 @@ class MemorySkill(Skill[MemorySettings]):
         target = self._writable(rights, namespace)
         check_key(key, episode=True)
         before = self.index.state(target)
-        change = await asyncio.to_thread(self.store.forget, target, key)
+        change = self.store.forget(target, key)
         if change is None:
             raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
         self.index.apply(target, key, change, before)
@@ -340,112 +340,81 @@ def _full(note: Note) -> dict[str, Any]:
 
 
 def _toolset(skill: MemorySkill, kind: str) -> list[Tool]:
-    """The memory tools as one kind of caller sees them (M3, M4)."""
+    """The memory tools as one kind of caller sees them (M3, M4).
 
-    if kind == "owner":
+    The owner's carry an optional `namespace`; everyone else's are the same tools with that
+    parameter taken out of the schema and refused if sent anyway. A caller who may write
+    nothing gets neither memory_write nor memory_forget.
+    """
 
-        async def memory_search(ctx: Context, query: str, namespace: str | None = None) -> Any:
-            """Search the notes and earlier-conversation summaries you may read.
+    async def memory_search(ctx: Context, query: str, namespace: str | None = None) -> Any:
+        """Search the notes and earlier-conversation summaries you may read.
 
-            Args:
-                query: words to look for
-                namespace: only this namespace (owner, shared or caller:<identity>)
-            """
-            return await skill.search(ctx, query, namespace)
+        Args:
+            query: words to look for
+            namespace: only this namespace (owner, shared or caller:<identity>)
+        """
+        return await skill.search(ctx, query, namespace)
 
-        async def memory_read(ctx: Context, key: str, namespace: str | None = None) -> Any:
-            """Read one note in full: its content, description and when it changed.
+    async def memory_read(ctx: Context, key: str, namespace: str | None = None) -> Any:
+        """Read one note in full: its content, description and when it changed.
 
-            Args:
-                key: the note's key
-                namespace: read from this namespace instead of yours, then shared
-            """
-            return await skill.read(ctx, key, namespace)
+        Args:
+            key: the note's key (yours first, then the shared one)
+            namespace: read from this namespace instead
+        """
+        return await skill.read(ctx, key, namespace)
 
-        async def memory_write(
-            ctx: Context,
-            key: str,
-            content: str,
-            description: str = "",
-            namespace: WriteTarget = "owner",
-        ) -> Any:
-            """Save or replace a note by key, with a one-line description.
+    async def memory_write(
+        ctx: Context,
+        key: str,
+        content: str,
+        description: str = "",
+        namespace: WriteTarget | None = None,
+    ) -> Any:
+        """Save or replace a note by key, with a one-line description.
 
-            Args:
-                key: a short slug such as preferences or launch-plan
-                content: the note, in Markdown
-                description: one line saying what the note is about
-                namespace: owner (yours) or shared (every caller reads it)
-            """
-            return await skill.write(ctx, key, content, description, namespace)
+        Args:
+            key: a short slug such as preferences or launch-plan
+            content: the note, in Markdown
+            description: one line saying what the note is about
+            namespace: owner (yours, the default) or shared (every caller reads it)
+        """
+        return await skill.write(ctx, key, content, description, namespace)
 
-        async def memory_forget(ctx: Context, key: str, namespace: WriteTarget = "owner") -> Any:
-            """Remove a note.
+    async def memory_forget(ctx: Context, key: str, namespace: WriteTarget | None = None) -> Any:
+        """Remove a note.
 
-            Args:
-                key: the note's key
-                namespace: owner (yours) or shared
-            """
-            return await skill.forget(ctx, key, namespace)
+        Args:
+            key: the note's key
+            namespace: owner (yours, the default) or shared
+        """
+        return await skill.forget(ctx, key, namespace)
 
-        async def memory_list(ctx: Context, namespace: str | None = None) -> Any:
-            """List the notes you may read, with their descriptions, newest first.
+    async def memory_list(ctx: Context, namespace: str | None = None) -> Any:
+        """List the notes you may read, with their descriptions, newest first.
 
-            Args:
-                namespace: only this namespace (owner, shared or caller:<identity>)
-            """
-            return await skill.list(ctx, namespace)
+        Args:
+            namespace: only this namespace (owner, shared or caller:<identity>)
+        """
+        return await skill.list(ctx, namespace)
 
-        functions: list[Any] = [
-            memory_search,
-            memory_read,
-            memory_write,
-            memory_forget,
-            memory_list,
-        ]
-    else:
+    functions: list[Any] = [memory_search, memory_read, memory_list]
+    if kind != "reader":
+        functions[2:2] = [memory_write, memory_forget]
+    tools = [Tool.from_function(fn) for fn in functions]
+    return tools if kind == "owner" else [_without_namespace(tool) for tool in tools]
 
-        async def memory_search(ctx: Context, query: str) -> Any:  # type: ignore[misc]
-            """Search the notes and earlier-conversation summaries you may read.
 
-            Args:
-                query: words to look for
-            """
-            return await skill.search(ctx, query)
+def _without_namespace(tool: Tool) -> Tool:
+    """The tool as a caller other than the owner sees it: no `namespace` to give."""
+    parameters = json.loads(json.dumps(tool.parameters))
+    parameters["properties"].pop("namespace", None)
+    handler = tool.handler
 
-        async def memory_read(ctx: Context, key: str) -> Any:  # type: ignore[misc]
-            """Read one note in full: its content, description and when it changed.
+    async def refuse_namespace(ctx: Context, arguments: dict[str, Any]) -> Any:
+        if "namespace" in arguments:
+            raise ToolError("invalid arguments: namespace: this tool takes no such argument")
+        return await handler(ctx, arguments)
 
-            Args:
-                key: the note's key (yours first, then the shared one)
-            """
-            return await skill.read(ctx, key)
-
-        async def memory_write(  # type: ignore[misc]
-            ctx: Context, key: str, content: str, description: str = ""
-        ) -> Any:
-            """Save or replace one of your notes by key, with a one-line description.
-
-            Args:
-                key: a short slug such as preferences or launch-plan
-                content: the note, in Markdown
-                description: one line saying what the note is about
-            """
-            return await skill.write(ctx, key, content, description)
-
-        async def memory_forget(ctx: Context, key: str) -> Any:  # type: ignore[misc]
-            """Remove one of your notes.
-
-            Args:
-                key: the note's key
-            """
-            return await skill.forget(ctx, key)
-
-        async def memory_list(ctx: Context) -> Any:  # type: ignore[misc]
-            """List the notes you may read, with their descriptions, newest first."""
-            return await skill.list(ctx)
-
-        functions = [memory_search, memory_read, memory_list]
-        if kind == "writer":
-            functions[2:2] = [memory_write, memory_forget]
-    return [Tool.from_function(fn) for fn in functions]
+    return Tool(tool.name, tool.description, parameters, refuse_namespace)

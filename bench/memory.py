@@ -1,0 +1,285 @@
+"""The memory skill beside LangGraph's SqliteStore and InMemoryStore, and beside the floors
+(a bare atomic fsync'd file write, a bare FTS5 query), measured in one process, one run.
+
+    .venv/bin/pip install langgraph-checkpoint-sqlite   # the peers (not a project dependency)
+    .venv/bin/python bench/memory.py [--sizes 1000 10000 100000] [--repeat 200]
+
+The same namespaces and notes go into every store: N notes spread over 100 callers, with
+the owner and shared. LangGraph's `search(query=...)` only ranks by meaning when the store has
+an embedding index; without one it ignores the query, so its "search" here is what it offers
+instead: a namespace search (the caller's notes, newest first) and a filter search (an exact
+field match). Both are reported as such, beside our full-text search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from webagents import Agent, Caller
+from webagents._files import atomic_write
+from webagents.context import AgentInfo, Context
+from webagents.skills.memory import MemorySkill, rights_of
+from webagents.skills.memory.index import fts_query, namespace_id
+from webagents.skills.memory.layout import namespace_folder
+from webagents.skills.memory.notes import Note
+from webagents.testing import ScriptedModel
+
+CALLERS = 100
+# A vocabulary of 5,000 made-up words drawn with a Zipf-like skew, as words in notes are: a
+# few very common, most rare. The two query words sit in the middle of the range.
+_SYLLABLES = "ba ko ri mu te lo na si pe du ga vi zo ha ne".split()
+WORDS = sorted(
+    {"".join(random.Random(n).choices(_SYLLABLES, k=3)) + str(n % 7) for n in range(5000)}
+)
+_WEIGHTS = [1 / (rank + 1) for rank in range(len(WORDS))]
+QUERY = f"{WORDS[60]} {WORDS[400]}"
+
+
+def note_text(rng: random.Random) -> str:
+    return " ".join(rng.choices(WORDS, weights=_WEIGHTS, k=40))
+
+
+def namespaces() -> list[str]:
+    return ["owner", "shared"] + [f"caller:user{n}@example.com" for n in range(CALLERS)]
+
+
+def lay_out(root: Path, size: int) -> list[tuple[str, str, str, str]]:
+    """Write `size` note files as the skill would (without fsync: this is set-up)."""
+    rng = random.Random(size)
+    notes = []
+    spaces = namespaces()
+    for n in range(size):
+        namespace = spaces[n % len(spaces)]
+        key, content = f"note-{n}", note_text(rng)
+        description = f"Note {n} about {rng.choice(WORDS[:200])}"
+        notes.append((namespace, key, content, description))
+    for namespace in spaces:
+        folder = namespace_folder(root, namespace)
+        folder.mkdir(parents=True, exist_ok=True)
+        if namespace.startswith("caller:"):
+            (folder / ".namespace").write_text(namespace)
+    for namespace, key, content, description in notes:
+        updated = f"2026-11-{1 + int(key.split('-')[1]) % 28:02d}T10:00:00+00:00"
+        note = Note(namespace, key, content, description, updated)
+        (namespace_folder(root, namespace) / f"{key}.md").write_text(note.render())
+    return notes
+
+
+def median_ms(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times) * 1000
+
+
+def amedian_ms(fn: Callable[[], Any], repeat: int) -> float:
+    async def run() -> float:
+        times = []
+        for _ in range(repeat):
+            began = time.perf_counter()
+            await fn()
+            times.append(time.perf_counter() - began)
+        return statistics.median(times) * 1000
+
+    return asyncio.run(run())
+
+
+def peak_mb(fn: Callable[[], Any]) -> tuple[float, float]:
+    """(seconds, peak MiB traced by tracemalloc) of one call; the seconds are inflated."""
+    tracemalloc.start()
+    began = time.perf_counter()
+    fn()
+    elapsed = time.perf_counter() - began
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return elapsed, peak
+
+
+def langgraph_stores(path: Path) -> dict[str, Any]:
+    try:
+        from langgraph.store.memory import InMemoryStore
+        from langgraph.store.sqlite import SqliteStore
+    except ImportError:
+        return {}
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    sqlite_store = SqliteStore(connection)
+    sqlite_store.setup()
+    return {"LangGraph SqliteStore": sqlite_store, "LangGraph InMemoryStore": InMemoryStore()}
+
+
+def lg_namespace(namespace: str) -> tuple[str, ...]:
+    """The same namespace for LangGraph, whose labels may not hold periods."""
+    return tuple(part.replace(".", "_") for part in namespace.split(":", 1))
+
+
+def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]:
+    rows: list[tuple[str, str, float]] = []
+    folder = work / f"agent-{size}"
+    root = folder / ".webagents" / "memory"
+    notes = lay_out(root, size)
+
+    # Start-up: the index rebuilt from the files (page cache warm: they were just written).
+    skill = MemorySkill()
+    began = time.perf_counter()
+    Agent("bench", skills=[skill], model=ScriptedModel(), directory=folder)
+    rows.append(("rebuild the index at start", "webagents", (time.perf_counter() - began) * 1000))
+    rows.append(("peak memory of the rebuild (MiB)", "webagents", peak_mb(skill.index.rebuild)[1]))
+
+    alice = Caller.verified("user7@example.com")
+    ctx = Context(agent=AgentInfo("bench", folder), caller=alice)
+    text = note_text(random.Random(0))  # made once: only the writes are timed
+    rows.append(
+        (
+            "durable write (memory_write)",
+            "webagents",
+            amedian_ms(
+                lambda: skill.write(ctx, "bench-note", text, "A note written by the benchmark"),
+                repeat,
+            ),
+        )
+    )
+    floor = folder / "floor"
+    floor.mkdir()
+    data = Note("x", "k", text, "A note written by the benchmark", "2026-11-29").render().encode()
+    rows.append(
+        (
+            "durable write (memory_write)",
+            "floor: bare atomic fsync'd file write",
+            median_ms(lambda: atomic_write(floor / "k.md", data), repeat),
+        )
+    )
+    rows.append(
+        ("read (memory_read)", "webagents", amedian_ms(lambda: skill.read(ctx, "note-9"), repeat))
+    )
+    rows.append(("list (memory_list)", "webagents", amedian_ms(lambda: skill.list(ctx), repeat)))
+    rows.append(
+        (
+            "search (memory_search)",
+            "webagents",
+            amedian_ms(lambda: skill.search(ctx, QUERY), repeat),
+        )
+    )
+
+    db = skill.index._db  # the floor: the same FTS5 query, without anything around it
+    own = ["caller:user7@example.com", "shared"]
+    match = (
+        f"nsid:({' OR '.join(namespace_id(ns) for ns in own)}) AND "
+        f"{{key description content}}:({fts_query(QUERY)})"
+    )
+    rows.append(
+        (
+            "search (memory_search)",
+            "floor: the same FTS5 query, bare",
+            median_ms(
+                lambda: db.execute(
+                    "SELECT n.key FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+                    "WHERE notes_fts MATCH ? AND n.namespace IN (?, ?) ORDER BY bm25(notes_fts) "
+                    "LIMIT 10",
+                    (match, *own),
+                ).fetchall(),
+                repeat,
+            ),
+        )
+    )
+    if size >= 10_000:
+        rows.append(
+            (
+                "build the ## Memory block",
+                "webagents",
+                median_ms(lambda: skill.block(rights_of(alice)), repeat),
+            )
+        )
+
+    target = lg_namespace("caller:user7@example.com")
+    for name, store in langgraph_stores(work / f"langgraph-{size}.db").items():
+        from langgraph.store.base import PutOp
+
+        puts = [
+            PutOp(lg_namespace(ns), key, {"content": content, "description": description})
+            for ns, key, content, description in notes
+        ]
+        began = time.perf_counter()
+        store.batch(puts)
+        rows.append(("load every note (bulk)", name, (time.perf_counter() - began) * 1000))
+        rows.append(
+            (
+                "durable write (memory_write)",
+                name,
+                median_ms(
+                    lambda store=store: store.put(
+                        target, "bench-note", {"content": text, "description": "A note"}
+                    ),
+                    repeat,
+                ),
+            )
+        )
+        rows.append(
+            (
+                "read (memory_read)",
+                name,
+                median_ms(lambda store=store: store.get(target, "note-9"), repeat),
+            )
+        )
+        rows.append(
+            (
+                "list (memory_list)",
+                name,
+                median_ms(lambda store=store: store.search(target, limit=1000), repeat),
+            )
+        )
+        rows.append(
+            (
+                "search (memory_search)",
+                name + ": namespace search (no ranking)",
+                median_ms(lambda store=store: store.search(target, limit=10), repeat),
+            )
+        )
+        rows.append(
+            (
+                "search (memory_search)",
+                name + ": filter search (exact field)",
+                median_ms(
+                    lambda store=store: store.search(
+                        target, filter={"description": "Note 9 about " + WORDS[0]}, limit=10
+                    ),
+                    repeat,
+                ),
+            )
+        )
+    skill.index.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--repeat", type=int, default=200)
+    options = parser.parse_args()
+    print(
+        f"# bench/memory.py, {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"median of {options.repeat} (ms unless said)\n"
+    )
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        for size in options.sizes:
+            print(f"\n## {size} notes\n\n| operation | who | result |\n|---|---|---:|")
+            for operation, who, value in run_size(size, options.repeat, Path(tmp)):
+                print(f"| {operation} | {who} | {value:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
