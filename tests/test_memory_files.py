@@ -302,3 +302,35 @@ def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: st
         "updated": "2026-11-29T22:00:00.123+00:00",
     }
     assert parse_note(text.encode(), namespace="owner", key="k", mtime=0) == note
+
+
+async def test_m9_the_index_cache_is_reused_only_where_the_files_are_unchanged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, first = memory_agent(tmp_path / "keeper")
+    for key in ("kept", "edited", "removed"):
+        await use(first, OWNER, "memory_write", key=key, content=f"{key} original text")
+    first.index.rebuild()  # saves the cache as it is now
+    cache = first.store.root / ".index.sqlite"
+    assert _mode(cache) == 0o600
+    owner = first.store.root / "owner"
+    (owner / "edited.md").write_text("edited by hand, with other words")
+    (owner / "removed.md").unlink()
+    (owner / "added.md").write_text("added by hand")
+    _, second = memory_agent(tmp_path / "keeper")  # starts from the cache
+    listed = await use(second, OWNER, "memory_list")
+    assert sorted(n["key"] for n in listed["notes"]) == ["added", "edited", "kept"]
+    assert [h["key"] for h in await use(second, OWNER, "memory_search", query="hand")] in (
+        ["added", "edited"],
+        ["edited", "added"],
+    )
+    assert await use(second, OWNER, "memory_search", query="removed") == []
+    # A cache that cannot be read is set aside and the index is built from the files.
+    cache.write_bytes(b"not a database")
+    _, third = memory_agent(tmp_path / "keeper")
+    assert sorted(n["key"] for n in (await use(third, OWNER, "memory_list"))["notes"]) == [
+        "added",
+        "edited",
+        "kept",
+    ]
+    assert "the index cache" in caplog.text and "cannot be used" in caplog.text

@@ -11,8 +11,10 @@ as a quoted phrase, and the namespaces a caller may read are bound parameters.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import re
 import sqlite3
 import threading
@@ -20,12 +22,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..._files import ensure_private_dir
 from .notes import Change, FileState, Note, NoteFormatError, NoteStore, Problem
 
 log = logging.getLogger("webagents.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
+CACHE_VERSION = 1
+"""Bumped whenever the schema below changes, so that an older cache file is not used."""
 
 _SCHEMA = """
 CREATE TABLE notes (
@@ -80,8 +85,10 @@ def namespace_id(namespace: str) -> str:
 
 
 class MemoryIndex:
-    def __init__(self, store: NoteStore) -> None:
+    def __init__(self, store: NoteStore, *, cache: Path | None = None) -> None:
         self.store = store
+        self.cache = cache
+        """A file the index is kept in between starts (None: rebuilt from scratch each time)."""
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.executescript(_SCHEMA)
         self._lock = threading.RLock()
@@ -91,23 +98,83 @@ class MemoryIndex:
     # -- keeping up with the files ----------------------------------------------------------
 
     def rebuild(self) -> None:
-        """Index every note of every namespace (at start): rows first, then FTS in one go."""
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM notes")
-            self._seen.clear()
-            self.problems.clear()
-            for namespace in self.store.namespaces():
-                state = self._state(namespace)
-                rows = []
-                for key, (path, file_state) in self.store.files(namespace).items():
-                    note = self._load(namespace, key, path, file_state)
-                    if note is not None:
-                        rows.append(_row(note, file_state))
-                self._db.executemany(_INSERT, rows)
-                self._seen[namespace] = state
-            self._db.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+        """Index every note of every namespace, as the agent starts.
+
+        With a cache file from an earlier start, its rows are reused for the files whose size
+        and mtime are unchanged and only the others are read; without one, every file is read
+        and the full-text index built in one go. Either way the files are the truth.
+        """
+        with self._lock:
+            reused = self._load_cache()
+            with self._db:
+                self._seen.clear()
+                self.problems.clear()
+                present = self.store.namespaces()
+                if reused:
+                    stale = self._db.execute(
+                        f"SELECT id FROM notes WHERE namespace NOT IN "
+                        f"({','.join('?' * len(present))})",
+                        present,
+                    ).fetchall()
+                    for (row_id,) in stale:
+                        self._delete(row_id)
+                    for namespace in present:
+                        self._reconcile(namespace, self._state(namespace))
+                else:
+                    for namespace in present:
+                        state = self._state(namespace)
+                        rows = []
+                        for key, (path, file_state) in self.store.files(namespace).items():
+                            note = self._load(namespace, key, path, file_state)
+                            if note is not None:
+                                rows.append(_row(note, file_state))
+                        self._db.executemany(_INSERT, rows)
+                        self._seen[namespace] = state
+                    self._db.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+            self._save_cache()
         for problem in self.all_problems():
             log.warning("memory: %s (left as it is)", problem)
+
+    def _load_cache(self) -> bool:
+        """Start from the cache file when there is a usable one; False for an empty index."""
+        self._db.close()
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        if self.cache is not None and self.cache.exists():
+            try:
+                cached = sqlite3.connect(f"file:{self.cache}?mode=ro", uri=True)
+                try:
+                    if cached.execute("PRAGMA user_version").fetchone()[0] == CACHE_VERSION:
+                        cached.backup(self._db)
+                        return True
+                finally:
+                    cached.close()
+            except sqlite3.Error as exc:
+                log.warning("memory: the index cache %s cannot be used (%s)", self.cache, exc)
+            self._db.close()
+            self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.executescript(_SCHEMA)
+        return False
+
+    def _save_cache(self) -> None:
+        """Keep the index beside the notes for the next start (0600: it holds their text)."""
+        if self.cache is None:
+            return
+        tmp = self.cache.with_name(f".{self.cache.name}.{os.getpid()}.tmp")
+        try:
+            ensure_private_dir(self.cache.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.close(fd)
+            target = sqlite3.connect(tmp)
+            try:
+                self._db.execute(f"PRAGMA user_version = {CACHE_VERSION}")
+                self._db.backup(target)
+            finally:
+                target.close()
+            os.replace(tmp, self.cache)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("memory: the index cache %s was not written (%s)", self.cache, exc)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def refresh(self, namespaces: Iterable[str]) -> None:
         """Rescan each of `namespaces` that changed since it was last indexed."""
@@ -125,31 +192,35 @@ class MemoryIndex:
 
     def _rescan(self, namespace: str, state: tuple[int, int]) -> None:
         with self._lock, self._db:
-            indexed = {
-                key: (row_id, FileState(size, mtime))
-                for row_id, key, size, mtime in self._db.execute(
-                    "SELECT id, key, size, mtime_ns FROM notes WHERE namespace = ?", (namespace,)
-                )
-            }
-            files = self.store.files(namespace)
-            problems = [p for p in self.problems.get(namespace, []) if p.path.stem in files]
-            self.problems[namespace] = []
-            for key, (row_id, _) in indexed.items():
-                if key not in files:
-                    self._delete(row_id)
-            for key, (path, file_state) in files.items():
-                known = indexed.get(key)
-                if known is not None and known[1] == file_state:
-                    continue
-                note = self._load(namespace, key, path, file_state)
-                if known is not None:
-                    self._delete(known[0])
-                if note is not None:
-                    self._insert(note, file_state)
-            for problem in self.problems[namespace]:
-                if problem not in problems:
-                    log.warning("memory: %s (left as it is)", problem)
-            self._seen[namespace] = state
+            self._reconcile(namespace, state)
+
+    def _reconcile(self, namespace: str, state: tuple[int, int]) -> None:
+        """Bring one namespace's rows in line with its files (changed files are read)."""
+        indexed = {
+            key: (row_id, FileState(size, mtime))
+            for row_id, key, size, mtime in self._db.execute(
+                "SELECT id, key, size, mtime_ns FROM notes WHERE namespace = ?", (namespace,)
+            )
+        }
+        files = self.store.files(namespace)
+        reported = set(self.problems.get(namespace, []))
+        self.problems[namespace] = []
+        for key, (row_id, _) in indexed.items():
+            if key not in files:
+                self._delete(row_id)
+        for key, (path, file_state) in files.items():
+            known = indexed.get(key)
+            if known is not None and known[1] == file_state:
+                continue
+            note = self._load(namespace, key, path, file_state)
+            if known is not None:
+                self._delete(known[0])
+            if note is not None:
+                self._insert(note, file_state)
+        for problem in self.problems[namespace]:
+            if problem not in reported:
+                log.warning("memory: %s (left as it is)", problem)
+        self._seen[namespace] = state
 
     def _load(self, namespace: str, key: str, path: Path, state: FileState) -> Note | None:
         try:

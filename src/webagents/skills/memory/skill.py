@@ -33,6 +33,7 @@ log = logging.getLogger("webagents.memory")
 MAX_NOTE_CHARS = 64_000
 MAX_LISTED = 500
 SNAPSHOTS = ".sessions"
+INDEX_CACHE = ".index.sqlite"
 WriteTarget = Literal["owner", "shared"]
 
 
@@ -85,7 +86,7 @@ class MemorySkill(Skill[MemorySettings]):
                 "(Agent(directory=...), or load it from its folder)"
             )
         self._store = NoteStore(agent.directory / ".webagents" / "memory")
-        self._index = MemoryIndex(self._store)
+        self._index = MemoryIndex(self._store, cache=self._store.root / INDEX_CACHE)
         self._index.rebuild()
         if self.settings.compaction is not None:
             log.warning("memory: the compaction setting is read but not applied yet")
