@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import httpx
@@ -12,7 +12,7 @@ from webagents import Agent, TextDelta, ToolCallFinished, TurnResult, Usage, loa
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
 from webagents.skills.openai import OpenAIModel
-from webagents.testing import ScriptedModel, ScriptedServer, call, reply
+from webagents.testing import AppServer, FunctionModel, ScriptedModel, ScriptedServer, call, reply
 
 from .conftest import write_agent
 
@@ -167,7 +167,7 @@ def test_r3_the_environments_key_goes_only_to_the_environments_endpoint(
     ]
     assert server.authorizations == [
         "Bearer sk-the-users-own-key",
-        "Bearer unused",
+        None,  # an endpoint named in the file, with no key of its own: no key at all
         "Bearer sk-for-that-endpoint",
     ]
 
@@ -177,3 +177,63 @@ def test_r4_run_sync_can_be_called_again(scripted: tuple[ScriptedModel, Scripted
     model.add("one", "two", "three")
     agent = Agent("a", model=OpenAIModel("m", base_url=server.base_url))
     assert [agent.run_sync(text).output for text in ("1", "2", "3")] == ["one", "two", "three"]
+
+
+async def test_r3_server_errors_are_retried_and_client_errors_are_not() -> None:
+    calls: list[str] = []
+
+    def flaky(request: ModelRequest) -> str:
+        calls.append(request.messages[-1]["content"])
+        if len(calls) == 1:
+            raise RuntimeError("a passing failure")  # the scripted server answers 500
+        return "fine"
+
+    with ScriptedServer(FunctionModel(flaky)) as server:
+        model = OpenAIModel("m", base_url=server.base_url, max_retries=2)
+        answer = await model.complete(ModelRequest([{"role": "user", "content": "hi"}]))
+        assert (answer.content, calls) == ("fine", ["hi", "hi"])
+        await model.aclose()
+
+    # A 400 is the request's own fault: sending it again would not help.
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    hits: list[int] = []
+
+    async def refuse(request: object) -> JSONResponse:
+        hits.append(1)
+        return JSONResponse({"error": {"message": "context too long"}}, status_code=400)
+
+    with AppServer(
+        Starlette(routes=[Route("/v1/chat/completions", refuse, methods=["POST"])])
+    ) as server:
+        model = OpenAIModel("m", base_url=f"{server.url}/v1", max_retries=2)
+        with pytest.raises(ModelError, match=r"answered 400: context too long"):
+            await model.complete(ModelRequest([{"role": "user", "content": "hi"}]))
+        assert hits == [1]
+        await model.aclose()
+
+
+async def test_r3_an_error_in_the_middle_of_a_stream_is_a_model_error() -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def broken(request: object) -> StreamingResponse:
+        async def events() -> AsyncIterator[bytes]:
+            yield b'data: {"choices": [{"index": 0, "delta": {"content": "Hal"}}]}\n\n'
+            yield b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    with AppServer(
+        Starlette(routes=[Route("/v1/chat/completions", broken, methods=["POST"])])
+    ) as server:
+        model = OpenAIModel("m", base_url=f"{server.url}/v1", max_retries=0)
+        seen: list[object] = []
+        with pytest.raises(ModelError, match="failed while answering: overloaded"):
+            async for item in model.stream(ModelRequest([{"role": "user", "content": "hi"}])):
+                seen.append(item)
+        assert seen == [TextDelta("Hal")]
+        await model.aclose()
