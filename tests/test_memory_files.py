@@ -334,3 +334,98 @@ async def test_m9_the_index_cache_is_reused_only_where_the_files_are_unchanged(
         "kept",
     ]
     assert "the index cache" in caplog.text and "cannot be used" in caplog.text
+
+
+async def test_m9_a_file_edited_in_place_reaches_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 0.0)
+    _, skill = memory_agent(tmp_path / "keeper")
+    await use(
+        skill,
+        OWNER,
+        "memory_write",
+        key="wifi",
+        content="Guest wifi password: hunter2",
+        namespace="shared",
+    )
+    assert await use(skill, ANONYMOUS, "memory_search", query="hunter2") != []
+    path = skill.store.folder("shared") / "wifi.md"
+    with open(path, "r+") as handle:  # noqa: ASYNC230 - in place, as nano does: same inode
+        text = handle.read().replace("hunter2", "removed")
+        handle.seek(0)
+        handle.write(text)
+        handle.truncate()
+    assert await use(skill, ANONYMOUS, "memory_search", query="hunter2") == []
+
+
+async def test_m9_an_edit_that_restores_size_and_mtime_is_still_seen_at_start(
+    tmp_path: Path,
+) -> None:
+    _, first = memory_agent(tmp_path / "keeper")
+    await use(
+        first, OWNER, "memory_write", key="code", content="door code 4711", namespace="shared"
+    )
+    first.index.rebuild()  # the cache now knows the file
+    path = first.store.folder("shared") / "code.md"
+    info = path.stat()
+    path.write_text(path.read_text().replace("4711", "0000"))  # same size
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))  # the old mtime, as cp -p does
+    _, second = memory_agent(tmp_path / "keeper")
+    assert await use(second, ANONYMOUS, "memory_search", query="4711") == []
+    assert [h["key"] for h in await use(second, ANONYMOUS, "memory_search", query="0000")] == [
+        "code"
+    ]
+
+
+async def test_m7_links_in_the_memory_folder_lead_nowhere(tmp_path: Path) -> None:
+    from .memory_helpers import seed
+
+    _, skill = memory_agent(tmp_path / "keeper")
+    await seed(skill)
+    alice = skill.store.folder("caller:alice@example.com")
+    bob = skill.store.folder("caller:bob@example.com")
+    (alice / "evil.md").symlink_to(bob / "bob-secret.md")
+    (skill.store.folder("shared") / "pw.md").symlink_to("/etc/passwd")
+    with pytest.raises(ToolError, match="not a plain file"):
+        await use(skill, ALICE, "memory_read", key="evil")
+    with pytest.raises(ToolError, match="not a plain file"):
+        await use(skill, ANONYMOUS, "memory_read", key="pw")
+    assert "secret" not in str(await use(skill, ALICE, "memory_search", query="secret tea"))
+    keys = [n["key"] for n in (await use(skill, ALICE, "memory_list"))["notes"]]
+    assert sorted(keys) == ["alice-pref", "shared-faq"]
+
+
+async def test_m10_episodes_kept_at_once_never_share_a_key(tmp_path: Path) -> None:
+    import asyncio
+
+    from webagents.context import AgentInfo, Context
+
+    _, skill = memory_agent(tmp_path / "keeper")
+    ctx = Context(agent=AgentInfo("keeper", tmp_path / "keeper"), caller=ALICE)
+    keys = await asyncio.gather(*(skill.keep_episode(ctx, f"summary {n}") for n in range(10)))
+    assert len(set(keys)) == 10
+    folder = skill.store.folder("caller:alice@example.com")
+    assert len(list(folder.glob("episode-*.md"))) == 10
+
+
+async def test_m6_block_snapshots_are_capped_per_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webagents.context import AgentInfo, Context
+
+    monkeypatch.setattr("webagents.skills.memory.skill.MAX_SNAPSHOTS", 3)
+    _, skill = memory_agent(tmp_path / "keeper")
+    for n in range(5):
+        ctx = Context(
+            agent=AgentInfo("keeper", tmp_path), caller=ALICE, conversation_id=f"chat-{n}"
+        )
+        assert await skill.prompt(ctx) is not None
+    snapshots = skill.store.folder("caller:alice@example.com") / ".sessions"
+    assert len(list(snapshots.iterdir())) == 3
+
+
+async def test_m4_descriptions_are_one_short_line(tmp_path: Path) -> None:
+    _, skill = memory_agent(tmp_path / "keeper")
+    with pytest.raises(ToolError, match="a description is one line of at most 300 characters"):
+        await use(skill, ALICE, "memory_write", key="x", content="y", description="d" * 301)

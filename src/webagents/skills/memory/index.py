@@ -18,6 +18,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,10 @@ log = logging.getLogger("webagents.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+RECHECK_SECONDS = 1.0
+"""How stale the index may be about a file edited in place (which changes neither the
+namespace's generation nor its folder): a namespace is checked file by file this often."""
 """Bumped whenever the schema below changes, so that an older cache file is not used."""
 
 _SCHEMA = """
@@ -44,6 +48,8 @@ CREATE TABLE notes (
     updated TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
     nsid TEXT NOT NULL,
     UNIQUE (namespace, key)
 );
@@ -93,6 +99,7 @@ class MemoryIndex:
         self._db.executescript(_SCHEMA)
         self._lock = threading.RLock()
         self._seen: dict[str, tuple[int, int]] = {}
+        self._checked: dict[str, float] = {}
         self.problems: dict[str, list[Problem]] = {}
 
     # -- keeping up with the files ----------------------------------------------------------
@@ -108,6 +115,7 @@ class MemoryIndex:
             reused = self._load_cache()
             with self._db:
                 self._seen.clear()
+                self._checked.clear()
                 self.problems.clear()
                 present = self.store.namespaces()
                 if reused:
@@ -130,6 +138,7 @@ class MemoryIndex:
                                 rows.append(_row(note, file_state))
                         self._db.executemany(_INSERT, rows)
                         self._seen[namespace] = state
+                        self._checked[namespace] = time.monotonic()
                     self._db.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
             self._save_cache()
         for problem in self.all_problems():
@@ -178,9 +187,11 @@ class MemoryIndex:
 
     def refresh(self, namespaces: Iterable[str]) -> None:
         """Rescan each of `namespaces` that changed since it was last indexed."""
+        now = time.monotonic()
         for namespace in namespaces:
             state = self._state(namespace)
-            if self._seen.get(namespace) != state:
+            stale = now - self._checked.get(namespace, float("-inf")) > RECHECK_SECONDS
+            if self._seen.get(namespace) != state or stale:
                 self._rescan(namespace, state)
 
     def _state(self, namespace: str) -> tuple[int, int]:
@@ -197,9 +208,10 @@ class MemoryIndex:
     def _reconcile(self, namespace: str, state: tuple[int, int]) -> None:
         """Bring one namespace's rows in line with its files (changed files are read)."""
         indexed = {
-            key: (row_id, FileState(size, mtime))
-            for row_id, key, size, mtime in self._db.execute(
-                "SELECT id, key, size, mtime_ns FROM notes WHERE namespace = ?", (namespace,)
+            key: (row_id, FileState(size, mtime, ino, ctime))
+            for row_id, key, size, mtime, ino, ctime in self._db.execute(
+                "SELECT id, key, size, mtime_ns, ino, ctime_ns FROM notes WHERE namespace = ?",
+                (namespace,),
             )
         }
         files = self.store.files(namespace)
@@ -221,10 +233,13 @@ class MemoryIndex:
             if problem not in reported:
                 log.warning("memory: %s (left as it is)", problem)
         self._seen[namespace] = state
+        self._checked[namespace] = time.monotonic()
 
     def _load(self, namespace: str, key: str, path: Path, state: FileState) -> Note | None:
         try:
             return self.store.load(namespace, key, path, state)
+        except FileNotFoundError:  # forgotten by another process meanwhile: simply gone
+            return None
         except (NoteFormatError, OSError) as exc:
             self.problems.setdefault(namespace, []).append(Problem(path, str(exc)))
             return None
@@ -321,7 +336,7 @@ class MemoryIndex:
 
 _INSERT = (
     "INSERT INTO notes (namespace, key, kind, description, summary, content, updated, size, "
-    "mtime_ns, nsid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "mtime_ns, ino, ctime_ns, nsid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -336,5 +351,7 @@ def _row(note: Note, state: FileState) -> tuple[object, ...]:
         note.updated,
         state.size,
         state.mtime_ns,
+        state.ino,
+        state.ctime_ns,
         namespace_id(note.namespace),
     )

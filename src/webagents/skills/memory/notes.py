@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -180,6 +181,25 @@ def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
     return Note(namespace, key, body, one_line(description), str(updated), kind)
 
 
+def _read_plain(path: Path) -> tuple[bytes, os.stat_result]:
+    """A note file's bytes: a plain file, never through a symbolic link (which could lead to
+    another caller's note or anywhere else) nor a pipe or device (which could block)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise NoteFormatError("not a plain file (a link or something else)") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NoteFormatError("not a plain file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(), info
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
     path: Path
@@ -191,8 +211,17 @@ class Problem:
 
 @dataclass(frozen=True, slots=True)
 class FileState:
+    """What tells a file's versions apart without reading it. The ctime and the inode too:
+    an edit can keep the size and put the old mtime back (cp -p, rsync -t), never the ctime."""
+
     size: int
     mtime_ns: int
+    ino: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, info: os.stat_result) -> FileState:
+        return cls(info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,44 +273,59 @@ class NoteStore:
     # -- reading ----------------------------------------------------------------------------
 
     def read(self, namespace: str, key: str) -> Note | None:
-        path = self.folder(namespace) / f"{key}.md"
+        folder = self.folder(namespace)
+        if folder.is_symlink():
+            return None
         try:
-            raw = path.read_bytes()
-            mtime = path.stat().st_mtime
+            raw, info = _read_plain(folder / f"{key}.md")
         except FileNotFoundError:
             return None
-        return parse_note(raw, namespace=namespace, key=key, mtime=mtime)
+        return parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
 
     def files(self, namespace: str) -> dict[str, tuple[Path, FileState]]:
         """The note files of a namespace, by key, with their size and mtime."""
         folder = self.folder(namespace)
         found: dict[str, tuple[Path, FileState]] = {}
+        if folder.is_symlink():
+            return found  # a namespace folder is a real folder, never a link elsewhere
         try:
             entries = list(os.scandir(folder))
         except FileNotFoundError:
             return found
         for entry in entries:
             if not entry.name.endswith(".md") or not entry.is_file(follow_symlinks=False):
+                continue  # symbolic links and anything but plain files are not notes
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # forgotten by another process meanwhile
                 continue
-            info = entry.stat(follow_symlinks=False)
-            found[entry.name[:-3]] = (Path(entry.path), FileState(info.st_size, info.st_mtime_ns))
+            found[entry.name[:-3]] = (Path(entry.path), FileState.of(info))
         return found
 
     def load(self, namespace: str, key: str, path: Path, state: FileState) -> Note:
         """Parse one file found by `files`; NoteFormatError when it cannot be read."""
         if not is_key(key):
             raise NoteFormatError("the file name is not a valid key (a-z 0-9 . _ -, 1-64)")
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw, _ = _read_plain(path)
         return parse_note(raw, namespace=namespace, key=key, mtime=state.mtime_ns / 1e9)
 
     # -- writing ----------------------------------------------------------------------------
 
     def write(
-        self, namespace: str, key: str, content: str, description: str, *, kind: str = "note"
+        self,
+        namespace: str,
+        key: str,
+        content: str,
+        description: str,
+        *,
+        kind: str = "note",
+        create: bool = False,
     ) -> Change:
+        """Save a note (replacing one with the same key; with `create`, FileExistsError)."""
         with self._locked(namespace) as folder:
             path = folder / f"{key}.md"
+            if create and os.path.lexists(path):
+                raise FileExistsError(path)
             self._refuse_unreadable(namespace, key, path)
             note = Note(namespace, key, content, one_line(description), now(), kind)
             atomic_write(path, note.render().encode("utf-8"))
@@ -291,14 +335,14 @@ class NoteStore:
                 generation,
                 folder.stat().st_mtime_ns,
                 note,
-                FileState(info.st_size, info.st_mtime_ns),
+                FileState.of(info),
             )
 
     def forget(self, namespace: str, key: str) -> Change | None:
         """Remove a note; None when there was none."""
         with self._locked(namespace) as folder:
             path = folder / f"{key}.md"
-            if not path.exists():
+            if not os.path.lexists(path):
                 return None
             self._refuse_unreadable(namespace, key, path)
             path.unlink()
@@ -311,7 +355,7 @@ class NoteStore:
         except NoteFormatError as exc:
             raise ToolError(
                 f"the note {key!r} is a file that cannot be read ({exc}); it is left as it is "
-                f"for its owner to fix by hand or remove: {path}"
+                "for the agent's owner to fix by hand or remove (/memory names the file)"
             ) from None
 
     @contextlib.contextmanager

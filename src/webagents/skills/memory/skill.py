@@ -8,8 +8,11 @@ memory_write or memory_forget.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import logging
+import os
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +34,9 @@ from .rights import Rights, rights_of
 log = logging.getLogger("webagents.memory")
 
 MAX_NOTE_CHARS = 64_000
+MAX_DESCRIPTION_CHARS = 300
+MAX_SNAPSHOTS = 200
+"""Block snapshots kept per caller: the oldest go when a caller starts more conversations."""
 MAX_LISTED = 500
 SNAPSHOTS = ".sessions"
 INDEX_CACHE = ".index.sqlite"
@@ -118,6 +124,7 @@ class MemorySkill(Skill[MemorySettings]):
         block = self.block(rights)
         if snapshot is not None and block is not None:
             atomic_write(snapshot, block.encode("utf-8"))
+            _prune(snapshot.parent, MAX_SNAPSHOTS)
         return block
 
     def block(self, rights: Rights) -> str | None:
@@ -197,16 +204,22 @@ class MemorySkill(Skill[MemorySettings]):
         namespace: str | None = None,
         *,
         kind: str = "note",
+        create: bool = False,
     ) -> Any:
         rights = rights_of(ctx.caller)
         target = self._writable(rights, namespace)
         check_key(key, episode=kind == "episode")
         if len(content) > MAX_NOTE_CHARS:
             raise ToolError(f"a note holds at most {MAX_NOTE_CHARS} characters; split it")
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            raise ToolError(
+                f"a description is one line of at most {MAX_DESCRIPTION_CHARS} "
+                "characters; put the rest in the content"
+            )
         before = self.index.state(target)
         # In the event loop, not a thread: a note write (fsync included) takes about a
         # millisecond and a thread hand-off costs nearly as much again (bench/memory.py).
-        change = self.store.write(target, key, content, description, kind=kind)
+        change = self.store.write(target, key, content, description, kind=kind, create=create)
         self.index.apply(target, key, change, before)
         assert change.note is not None
         return {"saved": key, "namespace": target, "updated": change.note.updated}
@@ -254,14 +267,15 @@ class MemorySkill(Skill[MemorySettings]):
         if rights.own is None:
             return None
         stamp = datetime.now(UTC).strftime("%Y%m%dt%H%M%S")
-        existing = self.store.files(rights.own)
-        n = 1
-        while f"{EPISODE_PREFIX}{stamp}-{n}" in existing:
-            n += 1
-        key = f"{EPISODE_PREFIX}{stamp}-{n}"
-        description = "Summary of an earlier conversation: " + first_line_summary(summary)
-        await self.write(ctx, key, summary, description[:120], kind="episode")
-        return key
+        description = ("Summary of an earlier conversation: " + first_line_summary(summary))[:120]
+        for n in itertools.count(1):
+            key = f"{EPISODE_PREFIX}{stamp}-{n}"
+            try:  # chosen under the namespace's lock: parallel summaries never share a key
+                await self.write(ctx, key, summary, description, kind="episode", create=True)
+            except FileExistsError:
+                continue
+            return key
+        raise AssertionError("unreachable")
 
     # -- the chat (M11) -----------------------------------------------------------------------
 
@@ -325,6 +339,14 @@ class MemorySkill(Skill[MemorySettings]):
         for problem in problems:
             lines.append(f"cannot read {problem} (left as it is)")
         return "\n".join(lines)
+
+
+def _prune(folder: Path, keep: int) -> None:
+    """Keep the `keep` newest files of a folder."""
+    entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime_ns, reverse=True)
+    for entry in entries[keep:]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(entry.path)
 
 
 def _full(note: Note) -> dict[str, Any]:
