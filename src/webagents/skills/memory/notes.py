@@ -322,7 +322,7 @@ class NoteStore:
         create: bool = False,
     ) -> Change:
         """Save a note (replacing one with the same key; with `create`, FileExistsError)."""
-        with self._locked(namespace) as folder:
+        with self._locked(namespace) as (folder, lock_fd):
             path = folder / f"{key}.md"
             if create and os.path.lexists(path):
                 raise FileExistsError(path)
@@ -330,7 +330,7 @@ class NoteStore:
             note = Note(namespace, key, content, one_line(description), now(), kind)
             atomic_write(path, note.render().encode("utf-8"))
             info = path.stat()
-            generation = self._bump(folder)
+            generation = _bump(lock_fd)
             return Change(
                 generation,
                 folder.stat().st_mtime_ns,
@@ -340,13 +340,13 @@ class NoteStore:
 
     def forget(self, namespace: str, key: str) -> Change | None:
         """Remove a note; None when there was none."""
-        with self._locked(namespace) as folder:
+        with self._locked(namespace) as (folder, lock_fd):
             path = folder / f"{key}.md"
             if not os.path.lexists(path):
                 return None
             self._refuse_unreadable(namespace, key, path)
             path.unlink()
-            generation = self._bump(folder)
+            generation = _bump(lock_fd)
             return Change(generation, folder.stat().st_mtime_ns, None, None)
 
     def _refuse_unreadable(self, namespace: str, key: str, path: Path) -> None:
@@ -359,7 +359,7 @@ class NoteStore:
             ) from None
 
     @contextlib.contextmanager
-    def _locked(self, namespace: str) -> Iterator[Path]:
+    def _locked(self, namespace: str) -> Iterator[tuple[Path, int]]:
         folder = self.folder(namespace)
         with self._locks_guard:
             lock = self._locks.setdefault(namespace, threading.Lock())
@@ -375,17 +375,14 @@ class NoteStore:
             fd = os.open(folder / LOCK_FILE, os.O_RDWR)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                yield folder
+                yield folder, fd
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 os.close(fd)
 
-    def _bump(self, folder: Path) -> int:
-        """Add one to the namespace's generation (held in its lock file; a hint, not data)."""
-        fd = os.open(folder / LOCK_FILE, os.O_RDWR)
-        try:
-            current = int(os.pread(fd, 32, 0).strip() or b"0")
-            os.pwrite(fd, b"%020d" % (current + 1), 0)  # fixed width: no truncation needed
-        finally:
-            os.close(fd)
-        return current + 1
+
+def _bump(lock_fd: int) -> int:
+    """Add one to the namespace's generation, kept in its lock file (a hint, not data)."""
+    current = int(os.pread(lock_fd, 32, 0).strip() or b"0")
+    os.pwrite(lock_fd, b"%020d" % (current + 1), 0)  # fixed width: no truncation needed
+    return current + 1
