@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_a2_identities_that_cannot_name_a_namespace_get_none(identity: str) -> N
 
 @given(st.text(min_size=1, max_size=256).filter(lambda s: "," not in s and s.isprintable()))
 def test_a2_printable_identities_name_their_own_namespace(identity: str) -> None:
-    assert Caller.verified(identity).namespace == f"caller:{identity}"
+    assert Caller.verified(identity).namespace == f"caller:{unicodedata.normalize('NFC', identity)}"
 
 
 def test_a2_a_verified_identity_cannot_pose_as_a_channel_sender() -> None:

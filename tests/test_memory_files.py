@@ -226,7 +226,7 @@ async def test_m10_episodes_are_searchable_readable_and_not_in_the_block(tmp_pat
     assert await skill.keep_episode(anonymous_ctx, "nothing kept") is None
     with pytest.raises(ToolError, match="kept for summaries of earlier conversations"):
         await use(skill, ALICE, "memory_write", key="episode-fake", content="x")
-    assert "yours (caller:alice@example.com): 0 notes, 1 episodes" in skill.report(rights_of(ALICE))
+    assert "yours (caller:alice@example.com): 0 notes, 1 episode" in skill.report(rights_of(ALICE))
 
 
 async def test_m9_the_index_follows_another_process_and_hand_edits(tmp_path: Path) -> None:
@@ -258,10 +258,10 @@ async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) ->
     root = skill.store.root
     assert shown.splitlines()[1:] == [
         f"Notes are kept in {root}",
-        "yours (owner): 1 notes, 0 episodes",
+        "yours (owner): 1 note, 0 episodes",
         "shared: 0 notes",
-        "callers: 1, with 1 notes",
-        "  caller:alice@example.com: 1 notes, 0 episodes",
+        "callers: 1, with 1 note",
+        "  caller:alice@example.com: 1 note, 0 episodes",
         "your newest: tone",
         "kept it",
         "forgot tone",
@@ -270,8 +270,8 @@ async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) ->
         f"Notes are kept in {root}",
         "yours (owner): 0 notes, 0 episodes",
         "shared: 0 notes",
-        "callers: 1, with 1 notes",
-        "  caller:alice@example.com: 1 notes, 0 episodes",
+        "callers: 1, with 1 note",
+        "  caller:alice@example.com: 1 note, 0 episodes",
         "your newest: none yet",
     ]
     assert not (root / "owner" / "tone.md").exists()

@@ -225,19 +225,19 @@ async def test_m5_the_block_shows_own_then_shared(seeded: Any) -> None:
 async def test_m11_memory_command_per_caller(seeded: Any) -> None:
     owner = seeded.report(rights_of(OWNER)).splitlines()
     assert owner[1:] == [
-        "yours (owner): 1 notes, 0 episodes",
-        "shared: 1 notes",
+        "yours (owner): 1 note, 0 episodes",
+        "shared: 1 note",
         "callers: 3, with 3 notes",
-        "  caller:alice@example.com: 1 notes, 0 episodes",
-        "  caller:bob@example.com: 1 notes, 0 episodes",
-        "  caller:channel:telegram:4242: 1 notes, 0 episodes",
+        "  caller:alice@example.com: 1 note, 0 episodes",
+        "  caller:bob@example.com: 1 note, 0 episodes",
+        "  caller:channel:telegram:4242: 1 note, 0 episodes",
         "your newest: owner-plan",
     ]
     assert owner[0] == f"Notes are kept in {seeded.store.root}"
     assert seeded.report(rights_of(ALICE)).splitlines()[1:] == [
-        "yours (caller:alice@example.com): 1 notes, 0 episodes",
-        "shared: 1 notes",
+        "yours (caller:alice@example.com): 1 note, 0 episodes",
+        "shared: 1 note",
         "your newest: alice-pref",
     ]
-    assert seeded.report(rights_of(ANONYMOUS)).splitlines()[1:] == ["shared: 1 notes"]
-    assert seeded.report(rights_of(Caller.verified("a,b"))).splitlines()[1:] == ["shared: 1 notes"]
+    assert seeded.report(rights_of(ANONYMOUS)).splitlines()[1:] == ["shared: 1 note"]
+    assert seeded.report(rights_of(Caller.verified("a,b"))).splitlines()[1:] == ["shared: 1 note"]

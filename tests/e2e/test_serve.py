@@ -575,7 +575,7 @@ def test_a3_an_agent_without_verifiers_says_so_and_refuses_credentials(
     env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url)
     with running(["serve", str(tmp_path / "open")], env) as process:
         assert (
-            "agent 'open' verifies no one (no access: block, no auth skill): every caller is "
+            "agent 'open' verifies no one (it has no access: block): every caller is "
             "anonymous, reads shared notes and writes nothing"
         ) in process.output
         assert caller_seen(process, "anonymous", "open")["kind"] == "anonymous"

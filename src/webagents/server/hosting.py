@@ -42,7 +42,7 @@ class ServedAgent:
     def describe_access(self) -> str:
         if self.verifies_no_one:
             return (
-                f"agent {self.name!r} verifies no one (no access: block, no auth skill): every "
+                f"agent {self.name!r} verifies no one (it has no access: block): every "
                 "caller is anonymous, reads shared notes and writes nothing"
             )
         return f"agent {self.name!r} verifies callers by {self.verifier.describe()}"

@@ -317,21 +317,23 @@ class MemorySkill(Skill[MemorySettings]):
         counts = self.index.counts()
         callers = [ns for ns in namespaces if ns.startswith("caller:")]
 
-        def count(ns: str, kind: str = "note") -> int:
-            return counts.get((ns, kind), 0)
+        def count(ns: str, kind: str = "note") -> str:
+            n = counts.get((ns, kind), 0)
+            return f"{n} {kind}{'' if n == 1 else 's'}"
 
         lines = [f"Notes are kept in {self.store.root}"]
         if rights.own is not None:
             lines.append(
-                f"yours ({rights.own}): {count(rights.own)} notes, "
-                f"{count(rights.own, 'episode')} episodes"
+                f"yours ({rights.own}): {count(rights.own)}, {count(rights.own, 'episode')}"
             )
-        lines.append(f"shared: {count(SHARED_NAMESPACE)} notes")
+        lines.append(f"shared: {count(SHARED_NAMESPACE)}")
         if rights.reads_all:
-            per_caller = sum(count(ns) for ns in callers)
-            lines.append(f"callers: {len(callers)}, with {per_caller} notes")
+            per_caller = sum(counts.get((ns, "note"), 0) for ns in callers)
+            lines.append(
+                f"callers: {len(callers)}, with {per_caller} note{'' if per_caller == 1 else 's'}"
+            )
             for ns in callers[:10]:
-                lines.append(f"  {ns}: {count(ns)} notes, {count(ns, 'episode')} episodes")
+                lines.append(f"  {ns}: {count(ns)}, {count(ns, 'episode')}")
         if rights.own is not None:
             newest = [e.key for e in self.index.entries(rights.own)[:5]]
             lines.append("your newest: " + (", ".join(newest) if newest else "none yet"))
