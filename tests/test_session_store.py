@@ -1,0 +1,128 @@
+"""S5-S7: the session store's layout, ids, permissions, and files it will not overwrite."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from webagents.home import sessions_dir
+from webagents.skills.session import LocalSessionStore, SessionError, new_session
+from webagents.skills.session.store import agent_folder_name, caller_hash
+
+ALICE = "caller:alice@example.com"
+BOB = "caller:bob@example.com"
+
+
+def _store(tmp_path: Path, profile: str | None = None) -> LocalSessionStore:
+    return LocalSessionStore(tmp_path / "agents" / "helper", "helper", profile=profile)
+
+
+def test_s7_the_owner_and_each_caller_have_their_own_place(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    for namespace in ("owner", ALICE, BOB):
+        store.save(
+            namespace,
+            new_session("plan", "helper", [{"role": "user", "content": f"hi from {namespace}"}]),
+        )
+    root = sessions_dir() / agent_folder_name(tmp_path / "agents" / "helper") / "helper"
+    assert store.root == root
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*.json"))
+    assert files == sorted(
+        [
+            "plan.json",
+            f"callers/{caller_hash(ALICE)}/plan.json",
+            f"callers/{caller_hash(BOB)}/plan.json",
+        ]
+    )
+    loaded = {ns: store.load(ns, "plan") for ns in ("owner", ALICE, BOB)}
+    assert {ns: s["messages"][0]["content"] for ns, s in loaded.items() if s} == {
+        "owner": "hi from owner",
+        ALICE: f"hi from {ALICE}",
+        BOB: f"hi from {BOB}",
+    }
+    assert store.load(ALICE, "other") is None
+
+
+@pytest.mark.parametrize("session_id", ["../x", "a/b", "..", ".", "x" * 129, "", "sp ace", "é"])
+def test_s7_ids_that_are_not_safe_names_are_refused_and_create_nothing(
+    tmp_path: Path, session_id: str
+) -> None:
+    store = _store(tmp_path)
+    with pytest.raises(SessionError, match="is not a conversation id"):
+        store.save(ALICE, new_session(session_id, "helper", []))
+    assert not sessions_dir().exists() or not any(sessions_dir().rglob("*.json"))
+
+
+def test_s5_nobody_verified_has_no_place(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="kept for verified callers only"):
+        _store(tmp_path).folder("shared")
+
+
+def test_s7_private_files_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = _store(tmp_path)
+        store.save(ALICE, new_session("s1", "helper", [{"role": "user", "content": "x"}]))
+    finally:
+        os.umask(old)
+    path = store.path(ALICE, "s1")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for folder in (path.parent, path.parent.parent, store.root, sessions_dir()):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_s6_saving_replaces_and_the_shape_is_the_documented_one(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    first = new_session(
+        "s1", "helper", [{"role": "user", "content": "Plan the launch."}], system_prompt="You help."
+    )
+    store.save(ALICE, first)
+    longer = [
+        *first["messages"],
+        {"role": "assistant", "content": "Lisbon, 3 March."},
+        {"role": "user", "content": "And the budget?"},
+    ]
+    store.save(ALICE, {**first, "messages": longer})
+    data = json.loads(store.path(ALICE, "s1").read_text())
+    assert sorted(data) == [
+        "agent",
+        "created",
+        "format",
+        "id",
+        "messages",
+        "system_prompt",
+        "title",
+        "updated",
+        "usage",
+    ]
+    assert (data["format"], data["title"], data["messages"]) == (1, "Plan the launch.", longer)
+    assert [(s.id, s.title, s.turns) for s in store.recent(ALICE)] == [
+        ("s1", "Plan the launch.", 2)
+    ]
+
+
+def test_s7_a_corrupt_session_file_is_reported_and_never_overwritten(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.save(ALICE, new_session("good", "helper", [{"role": "user", "content": "x"}]))
+    broken = store.path(ALICE, "broken")
+    broken.write_text("{ not json")
+    with pytest.raises(SessionError, match="is not a session file"):
+        store.load(ALICE, "broken")
+    with pytest.raises(SessionError, match="it is left as it is"):
+        store.save(ALICE, new_session("broken", "helper", []))
+    assert broken.read_text() == "{ not json"
+    assert [s.id for s in store.recent(ALICE)] == ["good"]
+    assert store.problems == [f"{broken} is not a session file (not JSON); it is left as it is"]
+
+
+def test_s7_a_profile_keeps_sessions_apart(tmp_path: Path) -> None:
+    default, work = _store(tmp_path), _store(tmp_path, profile="work")
+    work.save("owner", new_session("s1", "helper", [{"role": "user", "content": "work"}]))
+    assert default.load("owner", "s1") is None
+    home = Path(os.environ["WEBAGENTS_HOME"])
+    assert work.root.parents[2] == home.with_name(f"{home.name}-work")
+    assert work.load("owner", "s1") is not None
