@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,6 @@ class AgentSpec:
     skills: tuple[SkillEntry, ...] = ()
     access: AccessSpec | None = None
     compaction: CompactionSpec | None = None
-    lines: dict[str, int] = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
@@ -239,7 +238,6 @@ def parse_spec(text: str, file: Path) -> AgentSpec:
         skills=skills,
         access=access,
         compaction=compaction,
-        lines=key_lines,
     )
 
 

@@ -111,55 +111,26 @@ def _server_options(fn: Any) -> Any:
     return profile_option(fn)
 
 
+def _serve(ctx: click.Context, daemon: bool, path: Path, options: dict[str, Any]) -> None:
+    from .serve import agent_host, folders_host, serve_hosted
+
+    options["profile"] = current_profile(ctx, options.get("profile"))
+    run_or_exit(serve_hosted, folders_host if daemon else agent_host, path, **options)
+
+
 @main.command()
 @click.argument("path", default=".", type=click.Path(path_type=Path))
 @_server_options
 @click.pass_context
-def serve(
-    ctx: click.Context,
-    path: Path,
-    host: str,
-    port: int,
-    offline: bool,
-    max_body_mb: int,
-    profile: str | None,
-) -> None:
+def serve(ctx: click.Context, /, path: Path, **options: Any) -> None:
     """Serve the agent in PATH over OpenAI's Chat Completions API."""
-    from .serve import serve_agent
-
-    run_or_exit(
-        serve_agent,
-        path,
-        host=host,
-        port=port,
-        offline=offline,
-        profile=current_profile(ctx, profile),
-        max_body_mb=max_body_mb,
-    )
+    _serve(ctx, False, path, options)
 
 
 @main.command()
 @click.argument("root", default=".", type=click.Path(path_type=Path))
 @_server_options
 @click.pass_context
-def daemon(
-    ctx: click.Context,
-    root: Path,
-    host: str,
-    port: int,
-    offline: bool,
-    max_body_mb: int,
-    profile: str | None,
-) -> None:
+def daemon(ctx: click.Context, /, root: Path, **options: Any) -> None:
     """Serve every agent folder under ROOT, reloading an agent when its files change."""
-    from .serve import serve_folders
-
-    run_or_exit(
-        serve_folders,
-        root,
-        host=host,
-        port=port,
-        offline=offline,
-        profile=current_profile(ctx, profile),
-        max_body_mb=max_body_mb,
-    )
+    _serve(ctx, True, root, options)

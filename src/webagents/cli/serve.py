@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 import uvicorn
 
+from ..model import Model
 from ..server import AgentHost, ServedAgent, create_app
 from ..server.app import DEFAULT_MAX_BODY_BYTES
 from ..testing import OFFLINE_NOTICE, OfflineModel
@@ -47,30 +49,44 @@ def run_server(
     uvicorn.Server(config).run(sockets=[sock])
 
 
-def serve_agent(
-    path: Path, *, host: str, port: int, offline: bool, profile: str | None, max_body_mb: int
-) -> None:
-    served = ServedAgent.load(path, model=OfflineModel() if offline else None, profile=profile)
-    if offline:
-        click.echo(OFFLINE_NOTICE)
-    sock = bind(host, port)
-    click.echo(f"webagents serve: agent {served.name!r} from {served.agent.directory}")
-    run_server(AgentHost([served]), sock, max_body_bytes=max_body_mb * 1024 * 1024)
+def agent_host(path: Path, model: Model | None, profile: str | None) -> tuple[AgentHost, str]:
+    """`webagents serve`: the one agent in PATH, and the line that says so."""
+    served = ServedAgent.load(path, model=model, profile=profile)
+    return AgentHost(
+        [served]
+    ), f"webagents serve: agent {served.name!r} from {served.agent.directory}"
 
 
-def serve_folders(
-    root: Path, *, host: str, port: int, offline: bool, profile: str | None, max_body_mb: int
-) -> None:
+def folders_host(root: Path, model: Model | None, profile: str | None) -> tuple[AgentHost, str]:
+    """`webagents daemon`: every agent folder under ROOT, and the line that says so."""
     from ..server.daemon import FolderHost
 
     if not root.is_dir():
         raise click.ClickException(f"{root} is not a folder: give the folder that holds agents")
-    if offline:
-        click.echo(OFFLINE_NOTICE)
-    folders = FolderHost(root, model=OfflineModel() if offline else None, profile=profile)
-    sock = bind(host, port)
-    click.echo(
+    folders = FolderHost(root, model=model, profile=profile)
+    return folders, (
         f"webagents daemon: {len(folders.names())} agents under {folders.root}, "
         "reloaded when their files change"
     )
-    run_server(folders, sock, max_body_bytes=max_body_mb * 1024 * 1024)
+
+
+HostMaker = Callable[[Path, "Model | None", "str | None"], tuple[AgentHost, str]]
+
+
+def serve_hosted(
+    make_host: HostMaker,
+    path: Path,
+    *,
+    host: str,
+    port: int,
+    offline: bool,
+    profile: str | None,
+    max_body_mb: int,
+) -> None:
+    """Load what `make_host` serves, bind, say what is served and how, and serve it."""
+    hosted, banner = make_host(path, OfflineModel() if offline else None, profile)
+    if offline:
+        click.echo(OFFLINE_NOTICE)
+    sock = bind(host, port)
+    click.echo(banner)
+    run_server(hosted, sock, max_body_bytes=max_body_mb * 1024 * 1024)

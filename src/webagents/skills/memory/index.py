@@ -127,10 +127,10 @@ class MemoryIndex:
                     for (row_id,) in stale:
                         self._delete(row_id)
                     for namespace in present:
-                        self._reconcile(namespace, self._state(namespace))
+                        self._reconcile(namespace, self.state(namespace))
                 else:
                     for namespace in present:
-                        state = self._state(namespace)
+                        state = self.state(namespace)
                         rows = []
                         for key, (path, file_state) in self.store.files(namespace).items():
                             note = self._load(namespace, key, path, file_state)
@@ -189,12 +189,13 @@ class MemoryIndex:
         """Rescan each of `namespaces` that changed since it was last indexed."""
         now = time.monotonic()
         for namespace in namespaces:
-            state = self._state(namespace)
+            state = self.state(namespace)
             stale = now - self._checked.get(namespace, float("-inf")) > RECHECK_SECONDS
             if self._seen.get(namespace) != state or stale:
                 self._rescan(namespace, state)
 
-    def _state(self, namespace: str) -> tuple[int, int]:
+    def state(self, namespace: str) -> tuple[int, int]:
+        """(generation, folder mtime): what changes whenever a note is added or removed."""
         try:
             mtime = self.store.folder(namespace).stat().st_mtime_ns
         except FileNotFoundError:
@@ -285,9 +286,6 @@ class MemoryIndex:
             (row_id, *row),
         )
         self._db.execute("DELETE FROM notes WHERE id = ?", (row_id,))
-
-    def state(self, namespace: str) -> tuple[int, int]:
-        return self._state(namespace)
 
     def all_problems(self) -> list[Problem]:
         return [p for problems in self.problems.values() for p in problems]
