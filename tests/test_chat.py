@@ -15,6 +15,7 @@ from webagents.cli.chat import ChatApp, PromptReader
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
 from webagents.skills.base import ChatIO, SlashCommand
+from webagents.skills.session import SessionSkill
 from webagents.testing import FunctionModel, ScriptedModel, call, reply
 
 
@@ -44,14 +45,16 @@ class Notes(Skill):  # type: ignore[type-arg]
         return [SlashCommand("forget", "forget a note", forget)]
 
 
-async def drive(agent: Agent, typed: str, notice: str | None = None) -> str:
+async def drive(
+    agent: Agent, typed: str, notice: str | None = None, resume: str | None = None
+) -> str:
     """Type `typed` into the chat and return everything it printed."""
     out = io.StringIO()
     console = Console(file=out, width=120, color_system=None, force_terminal=False)
     with create_pipe_input() as pipe:
         pipe.send_text(typed)
         reader = PromptReader(None, input=pipe, output=DummyOutput())
-        await ChatApp(agent, console=console, reader=reader, notice=notice).run()
+        await ChatApp(agent, console=console, reader=reader, notice=notice).run(resume=resume)
     return out.getvalue()
 
 
@@ -91,6 +94,7 @@ async def test_chat_help_lists_builtin_and_skill_commands_and_unknown_is_refused
     assert shown.splitlines()[1:] == [
         "  /help       show the commands",
         "  /new        start a new conversation",
+        "  /resume     list kept conversations; /resume N or ID continues one",
         "  /exit       leave the chat (or Ctrl-D)",
         "  /forget     forget a note",
         "unknown command /nonsense; /help lists the commands",
@@ -132,3 +136,90 @@ async def test_chat_prints_the_offline_notice(tmp_path: Path) -> None:
         Agent("calc", model=ScriptedModel()), "/exit\r", notice="offline: canned replies"
     )
     assert shown.splitlines()[1] == "offline: canned replies"
+
+
+# -- kept conversations (S2) ---------------------------------------------------------------------
+
+
+def _counting(request: ModelRequest) -> str:
+    said = [m["content"] for m in request.messages if m["role"] == "user"]
+    return f"I have heard: {' | '.join(said)}"
+
+
+def _kept_agent(folder: Path) -> tuple[Agent, FunctionModel]:
+    model = FunctionModel(_counting)
+    return Agent("keeper", "Be brief.", skills=[SessionSkill(agent_dir=folder)], model=model), model
+
+
+async def test_s2_every_conversation_is_kept_and_resume_continues_one(tmp_path: Path) -> None:
+    agent, _ = _kept_agent(tmp_path)
+    await drive(agent, "plan the launch\rand the party\r/new\rsomething else\r/exit\r")
+
+    later, model = _kept_agent(tmp_path)  # a new chat, as after a restart
+    shown = await drive(later, "/resume\r2\rwhat did I say?\r/exit\r")
+    lines = shown.splitlines()
+    listing = [line for line in lines if line.startswith("   ")]
+    assert [line.split(" · ")[0] for line in listing] == [
+        "   1. something else",
+        "   2. plan the launch",
+    ]
+    assert [line.split(" · ")[2] for line in listing] == ["1 turn", "2 turns"]
+    assert "resumed plan the launch · 2 turns" in lines
+    assert "last reply: I have heard: plan the launch | and the party" in lines
+    # The model receives the earlier turns, under the prompt the conversation began with.
+    assert [m["content"] for m in model.requests[-1].messages] == [
+        "Be brief.",
+        "plan the launch",
+        "I have heard: plan the launch",
+        "and the party",
+        "I have heard: plan the launch | and the party",
+        "what did I say?",
+    ]
+
+
+async def test_s2_resume_by_id_latest_and_refusals(tmp_path: Path) -> None:
+    agent, _ = _kept_agent(tmp_path)
+    assert "no kept conversations yet" in await drive(agent, "/resume\r/exit\r")
+    await drive(agent, "first one\r/new\rsecond one\r/exit\r")
+    store = agent.skill("session").store  # type: ignore[union-attr]
+    oldest = store.recent("owner")[-1].id
+
+    again, model = _kept_agent(tmp_path)
+    shown = await drive(again, f"/resume {oldest}\rmore\r/exit\r")
+    assert "resumed first one · 1 turn" in shown
+    assert [m["content"] for m in model.requests[-1].messages][1:] == [
+        "first one",
+        "I have heard: first one",
+        "more",
+    ]
+
+    latest, model = _kept_agent(tmp_path)
+    shown = await drive(latest, "more\r/exit\r", resume="latest")  # -c
+    assert "resumed first one · 2 turns" in shown  # continued last, so the latest
+
+    shown = await drive(latest, "/resume nope\r/resume ../x\r/resume 99\r/exit\r")
+    assert shown.splitlines()[1:] == [
+        "no kept conversation nope; /resume lists them",
+        "no kept conversation ../x; /resume lists them",
+        "no kept conversation 99; /resume lists them",
+    ]
+
+
+async def test_s2_a_damaged_conversation_is_skipped_and_said(tmp_path: Path) -> None:
+    agent, _ = _kept_agent(tmp_path)
+    await drive(agent, "kept fine\r/exit\r")
+    store = agent.skill("session").store  # type: ignore[union-attr]
+    (store.root / "broken.json").write_text("{not json", encoding="utf-8")
+    shown = await drive(agent, "/resume\r\r/exit\r")
+    broken = store.root / "broken.json"
+    assert f"skipped: {broken} is not a session file (not JSON); it is left as it is" in shown
+    assert "   1. kept fine" in shown
+    assert (store.root / "broken.json").read_text(encoding="utf-8") == "{not json"
+
+
+async def test_s2_an_agent_without_a_folder_keeps_nothing_and_says_so() -> None:
+    agent = Agent("calc", model=ScriptedModel())
+    shown = await drive(agent, "/resume\r/exit\r")
+    assert shown.splitlines()[1:] == [
+        "conversations are not kept for this agent: it has no folder to keep them by"
+    ]

@@ -98,6 +98,13 @@ class Agent:
     def skill(self, name: str) -> Skill[Any] | None:
         return next((s for s in self.skills if s.name == name), None)
 
+    def add_skill(self, skill: Skill[Any]) -> None:
+        """Add a skill after the agent was built (before its conversations start)."""
+        if self.skill(skill.name) is not None:
+            raise ConfigError(f"agent {self.name!r} already has a {skill.name!r} skill")
+        skill.bind(self.info)
+        self.skills.append(skill)
+
     async def start(
         self,
         caller: Caller | None = None,
@@ -116,6 +123,10 @@ class Agent:
         )
         for skill in self.skills:
             await skill.on_conversation_start(ctx)
+        for skill in self.skills:
+            if system_prompt is not None:
+                break
+            system_prompt = await skill.kept_prompt(ctx)
         if system_prompt is None:
             system_prompt = await self.build_system_prompt(ctx)
         tools: dict[str, Tool] = {}
@@ -212,4 +223,11 @@ class Conversation:
             max_turns=self.agent.max_turns,
             stream=stream,
         ):
+            if isinstance(event, TurnResult):
+                await self.keep(event)
             yield event
+
+    async def keep(self, turn: TurnResult | None = None) -> None:
+        """Hand the conversation to the skills that keep conversations (after each turn)."""
+        for skill in self.agent.skills:
+            await skill.keep(self, turn)

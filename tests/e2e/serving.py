@@ -20,10 +20,11 @@ _SERVING = re.compile(r"webagents: serving at (http://127\.0\.0\.1:\d+)/v1")
 class Process:
     """A running `webagents` server; `output` is everything it printed so far."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], *, umask: int = -1) -> None:
         self.popen = subprocess.Popen(
             [webagents_command(), *args],
             env=env,
+            umask=umask,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -84,8 +85,8 @@ class Process:
 
 
 @contextmanager
-def running(args: list[str], env: dict[str, str]) -> Iterator[Process]:
-    process = Process([*args, "--port", "0"], env)
+def running(args: list[str], env: dict[str, str], *, umask: int = -1) -> Iterator[Process]:
+    process = Process([*args, "--port", "0"], env, umask=umask)
     try:
         yield process
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import stat
 import subprocess
 import time
@@ -177,3 +178,99 @@ def test_make_demo_runs_the_example_offline_and_says_so(tmp_path: Path) -> None:
     child.expect(PROMPT)
     child.child.sendeof()
     assert child.finish() == 0
+
+
+def test_s2_a_conversation_is_resumed_after_a_restart_and_profiles_keep_apart(
+    tmp_path: Path, server: ScriptedServer
+) -> None:
+    folder = write_agent(tmp_path / "helper", "name: helper\nmodel: openai/test-model")
+    env = child_env(tmp_path, OPENAI_BASE_URL=server.base_url)
+
+    child = spawn(["chat", str(folder)], env, tmp_path)
+    child.expect(PROMPT)
+    child.child.sendline("the door is blue")
+    child.expect("Reply number 1 to the door is blue")
+    child.expect(PROMPT)
+    child.child.sendeof()
+    assert child.finish() == 0
+
+    child = spawn(["chat", str(folder)], env, tmp_path)  # started again
+    child.expect(PROMPT)
+    child.child.sendline("/resume")
+    child.expect("1. the door is blue")
+    child.expect("1 turn")
+    child.expect("resume which?")
+    child.child.sendline("1")
+    child.expect("resumed the door is blue · 1 turn")
+    child.expect(PROMPT)
+    child.child.sendline("what colour?")
+    child.expect("Reply number 2 to what colour?")  # the model heard the earlier turn
+    child.expect(PROMPT)
+    child.child.sendeof()
+    assert child.finish() == 0
+    assert [m["content"] for m in server.bodies[-1]["messages"][1:]] == [
+        "the door is blue",
+        "Reply number 1 to the door is blue, streamed in pieces.",
+        "what colour?",
+    ]
+
+    child = spawn(["chat", str(folder), "-c"], env, tmp_path)  # continue the latest
+    child.expect("resumed the door is blue · 2 turns")
+    child.expect(PROMPT)
+    child.child.sendeof()
+    assert child.finish() == 0
+
+    child = spawn(["--profile", "work", "chat", str(folder)], env, tmp_path)
+    child.expect(PROMPT)
+    child.child.sendline("/resume")
+    child.expect("no kept conversations yet")  # the work profile keeps its own
+    child.expect(PROMPT)
+    child.child.sendline("work things")
+    child.expect("Reply number 1 to work things")
+    child.expect(PROMPT)
+    child.child.sendeof()
+    assert child.finish() == 0
+
+    home = Path(env["WEBAGENTS_HOME"])
+    default = sorted(p.name for p in (home / "sessions").rglob("*.json"))
+    work = [
+        json.loads(p.read_text())["title"]
+        for p in (home.with_name(home.name + "-work") / "sessions").rglob("*.json")
+    ]
+    assert len(default) == 1
+    assert work == ["work things"]
+
+
+def test_s2_resume_options_on_the_command_line(tmp_path: Path, server: ScriptedServer) -> None:
+    folder = write_agent(tmp_path / "helper", "name: helper\nmodel: openai/test-model")
+    env = child_env(tmp_path, OPENAI_BASE_URL=server.base_url)
+
+    def chat(*args: str, typed: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [webagents_command(), *args],
+            env=env,
+            input=typed,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    assert chat("chat", str(folder), typed="first words\n").returncode == 0
+    (kept,) = (Path(env["WEBAGENTS_HOME"]) / "sessions").rglob("*.json")
+
+    by_id = chat("chat", str(folder), "--resume", kept.stem, typed="more words\n")
+    assert "resumed first words · 1 turn" in by_id.stdout
+    assert "Reply number 2 to more words" in by_id.stdout
+
+    # `--resume FOLDER`: the folder is taken as the agent's, and the list is shown.
+    listed = chat("chat", "--resume", str(folder), typed="\n")
+    assert "1. first words · " in listed.stdout
+    assert listed.stdout.count("resumed") == 0
+
+    unknown = chat("chat", str(folder), "--resume", "no-such-id", typed="")
+    assert "no kept conversation no-such-id; /resume lists them" in unknown.stdout
+
+    both = chat("chat", str(folder), "--resume", kept.stem, "-c")
+    assert both.returncode == 2
+    assert "give --resume or -c, not both" in both.stderr

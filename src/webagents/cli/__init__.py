@@ -84,13 +84,42 @@ def run_or_exit(fn: Any, *args: Any, **kwargs: Any) -> Any:
 @main.command()
 @click.argument("path", default=".", type=click.Path(path_type=Path))
 @click.option("--offline", is_flag=True, help="Use the scripted offline model (no key needed).")
+@click.option(
+    "--resume",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[ID]",
+    help="Continue a kept conversation: by id, or choose from the list.",
+)
+@click.option("-c", "--continue", "continue_", is_flag=True, help="Continue the latest one.")
 @profile_option
 @click.pass_context
-def chat(ctx: click.Context, path: Path, offline: bool, profile: str | None) -> None:
-    """Chat with the agent in PATH in the terminal, as its owner."""
+def chat(
+    ctx: click.Context,
+    path: Path,
+    offline: bool,
+    resume: str | None,
+    continue_: bool,
+    profile: str | None,
+) -> None:
+    """Chat with the agent in PATH in the terminal, as its owner.
+
+    Every conversation is kept; /resume in the chat, or --resume and -c here, continue one.
+    """
     from .chat import run_chat
 
-    run_or_exit(run_chat, path, offline=offline, profile=current_profile(ctx, profile))
+    if resume is not None and continue_:
+        raise click.UsageError("give --resume or -c, not both")
+    if resume and path == Path(".") and (Path(resume) / "AGENT.md").is_file():
+        path, resume = Path(resume), ""  # `chat --resume FOLDER`: the folder, not an id
+    run_or_exit(
+        run_chat,
+        path,
+        offline=offline,
+        profile=current_profile(ctx, profile),
+        resume="latest" if continue_ else resume,
+    )
 
 
 def _server_options(fn: Any) -> Any:

@@ -1,8 +1,10 @@
 """The terminal chat: the person at the terminal is the agent's owner.
 
 Replies stream as they arrive, tool calls show as one dim line each, and slash commands come
-from the chat itself (/help, /new, /exit) and from the agent's skills. Ctrl-C at the prompt
-clears the line and during a reply stops it; Ctrl-D at an empty prompt leaves, as in a shell.
+from the chat itself (/help, /new, /resume, /exit) and from the agent's skills. Ctrl-C at the
+prompt clears the line and during a reply stops it; Ctrl-D at an empty prompt leaves, as in a
+shell. Every conversation is kept (S2) by the agent's session skill, which the chat adds to
+an agent whose file has none; /resume lists them and continues one.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import asyncio
 import contextlib
 import logging
 import re
+import secrets
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -24,10 +28,12 @@ from rich.markup import escape
 from .._loop import ToolCallFinished, ToolCallStarted, TurnResult
 from ..agent import Agent, Conversation
 from ..agent_file import load_agent
-from ..caller import Caller
+from ..caller import OWNER_NAMESPACE, Caller
+from ..context import is_conversation_id
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
 from ..skills.base import SlashCommand
+from ..skills.session import SessionSkill, SessionSummary
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -96,6 +102,24 @@ class _Terminal:
         return answer.strip().lower() in {"y", "yes"}
 
 
+def new_conversation_id() -> str:
+    """A new conversation's id: when it began, and enough randomness never to collide."""
+    return f"{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def keep_conversations(agent: Agent) -> SessionSkill | None:
+    """The agent's session skill, added when its file has none (S2: the chat keeps every
+    conversation); None for an agent built in code with no folder to keep them by."""
+    found = agent.skill(SessionSkill.name)
+    if isinstance(found, SessionSkill):
+        return found
+    if found is not None or agent.directory is None:
+        return None
+    skill = SessionSkill()
+    agent.add_skill(skill)
+    return skill
+
+
 class ChatApp:
     def __init__(
         self,
@@ -111,10 +135,13 @@ class ChatApp:
         self.notice = notice
         self.terminal = _Terminal(console, reader)
         self.conversation: Conversation | None = None
+        found = agent.skill(SessionSkill.name)
+        self.sessions = found if isinstance(found, SessionSkill) else None
         self._line_open = False
         self.commands: dict[str, tuple[str, Callable[[str], Awaitable[bool]]]] = {
             "help": ("show the commands", self._help),
             "new": ("start a new conversation", self._new),
+            "resume": ("list kept conversations; /resume N or ID continues one", self._resume),
             "exit": ("leave the chat (or Ctrl-D)", self._exit),
         }
         for skill in agent.skills:
@@ -131,10 +158,14 @@ class ChatApp:
 
     async def _conversation(self) -> Conversation:
         if self.conversation is None:
-            self.conversation = await self.agent.start(Caller.owner())
+            self.conversation = await self.agent.start(
+                Caller.owner(), conversation_id=new_conversation_id()
+            )
         return self.conversation
 
-    async def run(self) -> None:
+    async def run(self, *, resume: str | None = None) -> None:
+        """The chat until /exit or Ctrl-D; `resume` continues a kept conversation first
+        (an id, a number from the list, `latest`, or "" to list them and ask)."""
         model_name = getattr(self.agent.model, "name", "model")
         self.console.print(
             f"[bold]{escape(self.agent.name)}[/bold] [dim]· {escape(model_name)} · "
@@ -142,6 +173,8 @@ class ChatApp:
         )
         if self.notice:
             self.console.print(f"[yellow]{escape(self.notice)}[/yellow]")
+        if resume is not None:
+            await self._command(f"/resume {resume}")
         while True:
             try:
                 line = await self.reader.read("> ")
@@ -178,8 +211,68 @@ class ChatApp:
         return True
 
     async def _new(self, args: str) -> bool:
-        self.conversation = await self.agent.start(Caller.owner())
+        self.conversation = None  # begun, and kept, with its first message
         self.console.print("[dim]new conversation[/dim]")
+        return True
+
+    async def _resume(self, args: str) -> bool:
+        if self.sessions is None:
+            self.console.print(
+                "conversations are not kept for this agent: it has no folder to keep them by",
+                markup=False,
+            )
+            return True
+        store = self.sessions.store
+        recent = store.recent(OWNER_NAMESPACE)
+        for problem in store.problems:
+            self.console.print(f"[yellow]skipped:[/yellow] {escape(problem)}", soft_wrap=True)
+        if not recent:
+            self.console.print("[dim]no kept conversations yet[/dim]")
+            return True
+        choice = args.strip()
+        if choice == "latest":
+            choice = recent[0].id
+        if not choice:
+            for number, summary in enumerate(recent, 1):
+                self.console.print(_listed(number, summary), markup=False, highlight=False)
+            try:
+                choice = await self.reader.read("resume which? (number or id, Enter: none) ")
+            except (EOFError, KeyboardInterrupt):
+                return True
+            choice = choice.strip()
+            if not choice:
+                return True
+        chosen = _chosen(choice, recent)
+        session = store.load(OWNER_NAMESPACE, chosen) if chosen else None
+        if session is None:
+            self.console.print(
+                f"[red]no kept conversation {escape(choice)}[/red]; /resume lists them"
+            )
+            return True
+        self.conversation = await self.agent.start(
+            Caller.owner(),
+            conversation_id=session["id"],
+            messages=session["messages"],
+        )
+        turns = sum(1 for m in session["messages"] if m.get("role") == "user")
+        self.console.print(
+            f"[dim]resumed {escape(session['title'])} · {turns} "
+            f"turn{'' if turns == 1 else 's'}[/dim]"
+        )
+        last = next(
+            (
+                m.get("content")
+                for m in reversed(session["messages"])
+                if m.get("role") == "assistant" and m.get("content")
+            ),
+            None,
+        )
+        if isinstance(last, str):
+            shown = " ".join(printable(last).split())
+            self.console.print(
+                f"[dim]last reply: {escape(shown if len(shown) <= 200 else shown[:197] + '...')}"
+                "[/dim]"
+            )
         return True
 
     async def _exit(self, args: str) -> bool:
@@ -244,7 +337,29 @@ class ChatApp:
                 )
 
 
-def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -> None:
+def _listed(number: int, summary: SessionSummary) -> str:
+    try:
+        when = f"{datetime.fromisoformat(summary.updated).astimezone():%Y-%m-%d %H:%M}"
+    except ValueError:
+        when = summary.updated
+    turns = f"{summary.turns} turn{'' if summary.turns == 1 else 's'}"
+    return f"  {number:>2}. {printable(summary.title)} · {when} · {turns} · {summary.id}"
+
+
+def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:
+    """The id a /resume argument names: a number from the list, or an id."""
+    if choice.isdigit() and 1 <= int(choice) <= len(recent):
+        return recent[int(choice) - 1].id
+    return choice if is_conversation_id(choice) else None
+
+
+def run_chat(
+    path: Path,
+    *,
+    offline: bool = False,
+    profile: str | None = None,
+    resume: str | None = None,
+) -> None:
     from ..home import chat_history_file
 
     model = notice = None
@@ -253,6 +368,7 @@ def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -
 
         model, notice = OfflineModel(), OFFLINE_NOTICE
     agent = load_agent(path, model=model, profile=profile)
+    keep_conversations(agent)
     try:  # resolve now, so a missing key is reported before the prompt
         agent.model  # noqa: B018
     except ConfigError as exc:
@@ -266,7 +382,8 @@ def run_chat(path: Path, *, offline: bool = False, profile: str | None = None) -
 
     async def main() -> None:
         try:
-            await ChatApp(agent, console=console, reader=reader, notice=notice).run()
+            app = ChatApp(agent, console=console, reader=reader, notice=notice)
+            await app.run(resume=resume)
         finally:
             await agent.aclose()
 

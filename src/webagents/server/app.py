@@ -27,6 +27,7 @@ from ..caller import Caller
 from ..errors import ModelError, TurnLimitError
 from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
+from ..skills.session import SessionError
 from .api_errors import ApiError, error_type
 from .hosting import AgentHost, ServedAgent
 from .openai_api import (
@@ -125,11 +126,13 @@ async def _verify(served: ServedAgent, request: Request) -> Caller:
 
 async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: ChatRequest) -> Any:
     messages = conversation_messages(chat)
-    conversation = await served.agent.start(
-        caller,
-        conversation_id=chat.session_id,
-        metadata=chat.metadata or {},
-        messages=messages[:-1],
+    conversation = await _run(
+        served.agent.start(
+            caller,
+            conversation_id=chat.session_id,
+            metadata=chat.metadata or {},
+            messages=messages[:-1],
+        )
     )
     completion = Completion(served.name)
     if chat.stream:
@@ -176,6 +179,14 @@ def _runtime_error(exc: Exception) -> ApiError:
     if isinstance(exc, ModelError):
         log.error("the model failed: %s", exc)
         return ApiError(502, "the agent's model endpoint failed; try again later", "model_error")
+    if isinstance(exc, SessionError):
+        log.error("%s", exc)  # the path is for the log, not the client
+        return ApiError(
+            409,
+            "this session's kept conversation cannot be read or replaced (its file is "
+            "damaged); continue under a new metadata.session_id",
+            "session_unreadable",
+        )
     if isinstance(exc, TurnLimitError):
         log.error("%s", exc)
         return ApiError(500, "the agent did not finish within its turn limit", "turn_limit")
@@ -235,6 +246,6 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 "application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}
             },
         }
-        operation["responses"].update({str(s): error for s in (400, 401, 404, 413, 500, 502)})
+        operation["responses"].update({str(s): error for s in (400, 401, 404, 409, 413, 500, 502)})
     app.openapi_schema = schema
     return schema

@@ -16,8 +16,9 @@ def registry() -> dict[str, type[Skill[Any]]]:
     """Skill name -> class, for the built-in skills."""
     from .memory import MemorySkill
     from .openai import OpenAISkill
+    from .session import SessionSkill
 
-    return {cls.name: cls for cls in (OpenAISkill, MemorySkill)}
+    return {cls.name: cls for cls in (OpenAISkill, MemorySkill, SessionSkill)}
 
 
 def is_import_path(name: str) -> bool:

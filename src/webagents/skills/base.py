@@ -31,6 +31,7 @@ from ..errors import SkillSettingsError, ToolError, validation_problems
 
 if TYPE_CHECKING:
     from .._loop import TurnResult
+    from ..agent import Conversation
     from ..model import Message, Model, ToolCall
 
 _TOOL_MARK = "__webagents_tool__"
@@ -294,6 +295,13 @@ class Skill(Generic[S]):
     async def on_conversation_start(self, ctx: Context) -> None:
         """A conversation begins (before the prompt is built)."""
 
+    async def kept_prompt(self, ctx: Context) -> str | None:
+        """A skill that keeps conversations returns the system prompt this one started with.
+
+        The first skill to return one wins, and no skill's `prompt` is asked then (R5).
+        """
+        return None
+
     async def before_model(self, ctx: Context, messages: list[Message]) -> None:
         """Before each model call; may change `messages` (not the system prompt) in place."""
 
@@ -302,6 +310,10 @@ class Skill(Generic[S]):
 
     async def on_turn_finished(self, ctx: Context, turn: TurnResult) -> None:
         """A turn ended with a final answer."""
+
+    async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
+        """After a finished turn (or another change, with no turn), the whole conversation:
+        a skill that keeps conversations saves it here."""
 
     def commands(self) -> Sequence[SlashCommand]:
         """Slash commands this skill adds to the terminal chat."""

@@ -1,13 +1,14 @@
 """Which namespaces a caller may read and write (M2): the one place that decides.
 
 A pure function of the verified `Caller`. The file store, the index, the prompt block, the
-tools, `/memory` and (later) the portal sync all ask here; nothing else decides access.
+tools, `/memory`, the kept conversations (S5) and (later) the portal sync all ask here;
+nothing else decides access.
 
-| caller                           | reads                | writes             |
-|----------------------------------|----------------------|--------------------|
-| owner                            | every namespace      | `owner`, `shared`  |
-| verified caller / channel sender | its own and `shared` | its own            |
-| nobody verified (or unnameable)  | `shared`             | nothing            |
+| caller                           | reads                | writes            | conversations |
+|----------------------------------|----------------------|-------------------|---------------|
+| owner                            | every namespace      | `owner`, `shared` | the owner's   |
+| verified caller / channel sender | its own and `shared` | its own           | its own       |
+| nobody verified (or unnameable)  | `shared`             | nothing           | none kept     |
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ class Rights:
         """The namespaces among `existing` this caller may read, its own first."""
         allowed = {ns for ns in existing if self.can_read(ns)}
         return sorted(allowed, key=lambda ns: (ns != self.own, ns != SHARED_NAMESPACE, ns))
+
+    @property
+    def conversations(self) -> str | None:
+        """The namespace this caller's conversations are kept under (S5); None: not kept."""
+        return self.own
 
     def lookup_order(self) -> list[str]:
         """Where a bare key is looked up (M4): the caller's own namespace, then shared."""

@@ -143,6 +143,8 @@ class MemorySkill(Skill[MemorySettings]):
 
     def _snapshot_path(self, rights: Rights, ctx: Context) -> Path | None:
         conversation = ctx.conversation_id
+        if ctx.prompt_kept:
+            return None  # the session keeps the whole prompt of this conversation
         if rights.own is None or conversation is None or not is_conversation_id(conversation):
             return None
         return self.store.folder(rights.own) / SNAPSHOTS / f"{conversation}.block"

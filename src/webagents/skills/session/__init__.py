@@ -1,5 +1,6 @@
-"""The session skill's store: conversations kept per caller (the skill itself comes next)."""
+"""The session skill: conversations kept per caller, and its store."""
 
+from .skill import SessionSettings, SessionSkill
 from .store import (
     LocalSessionStore,
     SessionError,
@@ -13,6 +14,8 @@ __all__ = [
     "LocalSessionStore",
     "SessionError",
     "SessionFile",
+    "SessionSettings",
+    "SessionSkill",
     "SessionStore",
     "SessionSummary",
     "new_session",

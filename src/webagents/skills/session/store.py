@@ -14,14 +14,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import json
 import os
 import re
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NotRequired, Protocol, TypedDict, cast
+
+import orjson
 
 from ..._files import atomic_write, ensure_private_dir, ensure_private_file
 from ...caller import OWNER_NAMESPACE
@@ -32,6 +34,8 @@ from ...model import Message
 
 FORMAT = 1
 TITLE_LIMIT = 80
+KNOWN_FILES = 512
+"""Files whose last state this process remembers, so it need not re-read them to save."""
 
 
 class SessionFile(TypedDict):
@@ -73,8 +77,8 @@ class SessionStore(Protocol):
 
 
 def agent_folder_name(directory: Path) -> str:
-    """A readable, unique folder name for an agent's folder."""
-    absolute = os.path.abspath(directory)
+    """A readable, unique folder name for an agent's folder (the chat and serve agree)."""
+    absolute = os.path.realpath(directory)
     digest = hashlib.sha256(absolute.encode("utf-8")).hexdigest()[:12]
     readable = re.sub(r"[^A-Za-z0-9]+", "-", absolute).strip("-")[-48:].strip("-")
     return f"{readable or 'root'}-{digest}"
@@ -118,6 +122,8 @@ class LocalSessionStore:
         self.root = sessions_dir(profile) / agent_folder_name(agent_directory) / agent
         self.agent = agent
         self.problems: list[str] = []
+        self._known: OrderedDict[Path, tuple[int, int, int]] = OrderedDict()
+        """(inode, size, mtime) of files as this store last read or wrote them (valid ones)."""
 
     def folder(self, namespace: str) -> Path:
         if namespace == OWNER_NAMESPACE:
@@ -139,20 +145,42 @@ class LocalSessionStore:
     def load(self, namespace: str, session_id: str) -> SessionFile | None:
         path = self.path(namespace, session_id)
         try:
-            raw = path.read_bytes()
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
-        return _parse(raw, path)
+        except OSError as exc:
+            raise SessionError(
+                f"{path} cannot be read ({exc.strerror}); it is left as it is"
+            ) from None
+        with os.fdopen(fd, "rb") as file:
+            info = os.fstat(file.fileno())
+            session = _parse(file.read(), path)
+        self._remember(path, (info.st_ino, info.st_size, info.st_mtime_ns))
+        return session
 
     def save(self, namespace: str, session: SessionFile) -> None:
         """Keep the session (replacing the file of the same id, never one that is unreadable)."""
         path = self.path(namespace, session["id"])
         with self._locked(path.parent):
-            if path.exists():
-                _parse(path.read_bytes(), path)  # raises, and leaves it, when it is not ours
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                pass
+            else:
+                if self._known.get(path) != (info.st_ino, info.st_size, info.st_mtime_ns):
+                    # Changed since this store read or wrote it: saving must not replace a
+                    # file that is not a session file (a hand edit, another program's).
+                    self.load(namespace, session["id"])
             session["updated"] = datetime.now(UTC).isoformat()
-            data = json.dumps(session, ensure_ascii=False, separators=(",", ":")).encode()
-            atomic_write(path, data)
+            atomic_write(path, orjson.dumps(session))
+            info = os.lstat(path)
+            self._remember(path, (info.st_ino, info.st_size, info.st_mtime_ns))
+
+    def _remember(self, path: Path, state: tuple[int, int, int]) -> None:
+        self._known[path] = state
+        self._known.move_to_end(path)
+        while len(self._known) > KNOWN_FILES:
+            self._known.popitem(last=False)
 
     def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]:
         """The newest conversations first; unreadable files are noted in `problems`."""
@@ -161,9 +189,11 @@ class LocalSessionStore:
         self.problems = []
         for path in folder.glob("*.json") if folder.is_dir() else []:
             try:
-                session = _parse(path.read_bytes(), path)
+                session = self.load(namespace, path.stem)
             except SessionError as exc:
                 self.problems.append(str(exc))
+                continue
+            if session is None:  # removed meanwhile
                 continue
             turns = sum(1 for m in session["messages"] if m.get("role") == "user")
             found.append(SessionSummary(session["id"], session["title"], session["updated"], turns))
@@ -184,8 +214,8 @@ class LocalSessionStore:
 
 def _parse(raw: bytes, path: Path) -> SessionFile:
     try:
-        data: Any = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
+        data: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         raise SessionError(
             f"{path} is not a session file (not JSON); it is left as it is"
         ) from None

@@ -1,0 +1,140 @@
+"""The `session` skill: conversations kept per caller, and continued where they stopped.
+
+Served (S5, S6), a request's `metadata.session_id` names the conversation within the
+verified caller's own folder; what is kept is the conversation the request carried plus the
+reply, and the system prompt it started with, so that later turns send the same prompt (R5)
+and the memory block stays fixed for the conversation (M6). Anonymous callers' conversations
+and conversations with no id are not kept. The terminal chat keeps every conversation (S2)
+through this skill too: it adds one to an agent whose file has none.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ...context import AgentInfo, Context
+from ...errors import ConfigError
+from ..base import Skill
+from ..memory.rights import rights_of
+from .store import LocalSessionStore, SessionFile, new_session, title_of
+
+if TYPE_CHECKING:
+    from ..._loop import TurnResult
+    from ...agent import Conversation
+
+log = logging.getLogger("webagents.session")
+
+
+class SessionSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["local", "robutler"] = Field(
+        default="local", description="local: this machine; robutler: the portal too"
+    )
+
+    @field_validator("backend")
+    @classmethod
+    def _available(cls, value: str) -> str:
+        if value == "robutler":
+            raise ValueError(
+                "backend: robutler keeps conversations on the portal as well, which needs "
+                "the portal tier (webagents login and webagents publish); this version does "
+                "not have it yet, so use backend: local"
+            )
+        return value
+
+
+@dataclass(slots=True)
+class _Kept:
+    """What the skill knows about one conversation it keeps (in `ctx.state`)."""
+
+    namespace: str
+    id: str
+    session: SessionFile | None
+    """As last loaded or saved; None until its first turn is kept."""
+
+
+class SessionSkill(Skill[SessionSettings]):
+    """Conversations in `~/.webagents/sessions/<folder>/<agent>/` (or the profile's)."""
+
+    name = "session"
+    Settings = SessionSettings
+
+    def __init__(
+        self,
+        settings: SessionSettings | None = None,
+        /,
+        *,
+        agent_dir: str | Path | None = None,
+        **values: Any,
+    ) -> None:
+        super().__init__(settings, **values)
+        self._agent_dir = Path(agent_dir) if agent_dir is not None else None
+        self._store: LocalSessionStore | None = None
+
+    def bind(self, agent: AgentInfo) -> None:
+        directory = self._agent_dir or agent.directory
+        if directory is None:
+            raise ConfigError(
+                "the session skill keeps conversations by agent folder: give it one "
+                "(SessionSkill(agent_dir=...), Agent(directory=...), or load the agent "
+                "from its folder)"
+            )
+        self._store = LocalSessionStore(directory, agent.name, profile=agent.profile)
+
+    @property
+    def store(self) -> LocalSessionStore:
+        if self._store is None:
+            raise ConfigError("the session skill is not part of an agent yet")
+        return self._store
+
+    # -- hooks --------------------------------------------------------------------------------
+
+    async def on_conversation_start(self, ctx: Context) -> None:
+        namespace = rights_of(ctx.caller).conversations
+        if ctx.conversation_id is None or namespace is None:
+            return  # S5: nothing is kept for anonymous callers or unnamed conversations
+        session = self.store.load(namespace, ctx.conversation_id)  # SessionError if damaged
+        ctx.state[self.name] = _Kept(namespace, ctx.conversation_id, session)
+        ctx.prompt_kept = True
+
+    async def kept_prompt(self, ctx: Context) -> str | None:
+        kept = _kept(ctx)
+        if kept is None or kept.session is None:
+            return None
+        return kept.session.get("system_prompt")
+
+    async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
+        kept = _kept(conversation.ctx)
+        if kept is None:
+            return
+        session = kept.session
+        if session is None:
+            session = new_session(
+                kept.id,
+                conversation.agent.name,
+                [],
+                system_prompt=conversation.system_prompt,
+            )
+        # S6: the conversation as it is now replaces what was kept (a client sends it whole).
+        session["messages"] = list(conversation.messages)
+        session["title"] = title_of(session["messages"])
+        session.setdefault("system_prompt", conversation.system_prompt)
+        if turn is not None:
+            usage = session["usage"]
+            usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + turn.usage.prompt_tokens
+            usage["completion_tokens"] = (
+                usage.get("completion_tokens", 0) + turn.usage.completion_tokens
+            )
+        self.store.save(kept.namespace, session)
+        kept.session = session
+
+
+def _kept(ctx: Context) -> _Kept | None:
+    kept = ctx.state.get(SessionSkill.name)
+    return kept if isinstance(kept, _Kept) else None
