@@ -14,7 +14,7 @@ from webagents.errors import AgentFileError, ConfigError
 from webagents.home import sessions_dir
 from webagents.model import ModelRequest
 from webagents.skills.memory import MemorySkill
-from webagents.skills.session import SessionError, SessionSkill
+from webagents.skills.session import SessionError, SessionSkill, read_session
 from webagents.skills.session.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel
 
@@ -42,6 +42,12 @@ def _agent(folder: Path, instructions: str = "Be brief.", **kwargs: object) -> A
 
 def _root(folder: Path) -> Path:
     return sessions_dir() / agent_folder_name(folder) / "helper"
+
+
+def _read(path: Path) -> dict[str, object]:
+    found = read_session(path)
+    assert found is not None
+    return dict(found[0])
 
 
 def _kept(folder: Path) -> list[str]:
@@ -95,7 +101,7 @@ async def test_s5_python_api_keeps_a_named_conversation_with_its_prompt(tmp_path
 
     assert _kept(folder) == [f"callers/{caller_hash('caller:alice@example.com')}/plan.json"]
     path = _root(folder) / _kept(folder)[0]
-    kept = json.loads(path.read_text())
+    kept = _read(path)
     assert kept["format"] == 1
     assert (kept["id"], kept["agent"], kept["title"]) == ("plan", "helper", "first")
     assert kept["system_prompt"] == "Be brief."
@@ -168,7 +174,7 @@ async def test_s6_what_is_kept_is_the_conversation_sent_plus_the_reply(tmp_path:
     sent = [{"role": "user", "content": "edited one"}, {"role": "assistant", "content": "ok"}]
     await (await agent.start(ALICE, conversation_id="plan", messages=sent)).send("two")
     (path,) = _kept(folder)
-    assert json.loads((_root(folder) / path).read_text())["messages"] == [
+    assert _read(_root(folder) / path)["messages"] == [
         *sent,
         {"role": "user", "content": "two"},
         {"role": "assistant", "content": "seen 4"},

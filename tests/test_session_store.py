@@ -92,6 +92,7 @@ def test_s6_saving_replaces_and_the_shape_is_the_documented_one(tmp_path: Path) 
         "agent",
         "created",
         "format",
+        "generation",
         "id",
         "messages",
         "system_prompt",
@@ -126,3 +127,111 @@ def test_s7_a_profile_keeps_sessions_apart(tmp_path: Path) -> None:
     home = Path(os.environ["WEBAGENTS_HOME"])
     assert work.root.parents[2] == home.with_name(f"{home.name}-work")
     assert work.load("owner", "s1") is not None
+
+
+# -- the journal: a turn costs the turn, not the conversation -----------------------------------
+
+
+def _turn(n: int) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": f"question {n}"},
+        {"role": "assistant", "content": f"answer {n}"},
+    ]
+
+
+def test_s6_turns_are_appended_to_the_journal_and_folded_in_later(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", _turn(0), system_prompt="You help.")
+    version = store.save(ALICE, session)
+    path = store.path(ALICE, "s1")
+    journal = path.with_name(".s1.journal")
+    snapshot = path.read_bytes()
+    for n in range(1, 4):
+        session["messages"] = [*session["messages"], *_turn(n)]
+        version = store.save(ALICE, session, since=version)
+    assert path.read_bytes() == snapshot  # only the journal grew
+    assert len(journal.read_bytes().splitlines()) == 3
+    assert stat.S_IMODE(journal.stat().st_mode) == 0o600
+    loaded = store.load(ALICE, "s1")
+    assert loaded is not None
+    assert loaded["messages"] == [m for n in range(4) for m in _turn(n)]
+    assert loaded["updated"] == session["updated"]
+
+    # A client that edits its history is kept as it sent it (S6), through the journal too.
+    session["messages"] = [{"role": "user", "content": "a new start"}, *_turn(9)]
+    session["title"] = "a new start"
+    version = store.save(ALICE, session, since=version)
+    loaded = store.load(ALICE, "s1")
+    assert loaded is not None
+    assert (loaded["messages"], loaded["title"]) == (session["messages"], "a new start")
+
+    # Once the journal outgrows its snapshot, the conversation is written whole again.
+    big = "x" * 4000
+    for n in range(10):
+        session["messages"] = [*session["messages"], {"role": "user", "content": f"{n}{big}"}]
+        version = store.save(ALICE, session, since=version)
+    assert not journal.exists() or len(journal.read_bytes()) < 16 * 1024
+    data = json.loads(path.read_text())
+    assert data["generation"] >= 1
+    assert store.load(ALICE, "s1") == {**session, "generation": data["generation"]}
+
+
+def test_s6_a_record_cut_short_by_a_crash_was_never_kept(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", _turn(0))
+    version = store.save(ALICE, session)
+    session["messages"] = [*_turn(0), *_turn(1)]
+    version = store.save(ALICE, session, since=version)
+    journal = store.path(ALICE, "s1").with_name(".s1.journal")
+    with journal.open("ab") as file:
+        file.write(b'{"generation": 0, "keep": 4, "add": [{"role": "us')  # the crash
+    loaded = store.open(ALICE, "s1")
+    assert loaded is not None
+    assert loaded[0]["messages"] == [*_turn(0), *_turn(1)]
+    # The next save writes the conversation whole, and the torn record is gone.
+    session["messages"] = [*_turn(0), *_turn(1), *_turn(2)]
+    store.save(ALICE, session, since=loaded[1])
+    assert not journal.exists()
+    assert store.load(ALICE, "s1")["messages"] == session["messages"]  # type: ignore[index]
+
+
+def test_s7_a_damaged_journal_is_reported_and_never_overwritten(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", _turn(0))
+    version = store.save(ALICE, session)
+    session["messages"] = [*_turn(0), *_turn(1)]
+    store.save(ALICE, session, since=version)
+    journal = store.path(ALICE, "s1").with_name(".s1.journal")
+    journal.write_bytes(journal.read_bytes() + b"my own line\n")
+    before = (journal.read_bytes(), store.path(ALICE, "s1").read_bytes())
+    with pytest.raises(SessionError, match=r"\.s1\.journal:2 is not a session record"):
+        store.load(ALICE, "s1")
+    with pytest.raises(SessionError, match="it is left as it is"):
+        store.save(ALICE, session)
+    assert (journal.read_bytes(), store.path(ALICE, "s1").read_bytes()) == before
+
+
+def test_s6_records_from_before_the_last_whole_write_are_skipped(tmp_path: Path) -> None:
+    """A crash after the conversation was written whole, before its journal was removed."""
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", _turn(0))
+    version = store.save(ALICE, session)
+    session["messages"] = [*_turn(0), *_turn(1)]
+    store.save(ALICE, session, since=version)
+    journal = store.path(ALICE, "s1").with_name(".s1.journal")
+    stale = journal.read_bytes()
+    session["messages"] = _turn(7)
+    store.save(ALICE, session)  # whole: generation 1
+    journal.write_bytes(stale)  # as if it had never been removed
+    assert store.load(ALICE, "s1")["messages"] == _turn(7)  # type: ignore[index]
+
+
+def test_s6_two_writers_from_one_version_keep_the_last_whole(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", [*_turn(0), *_turn(1)])
+    version = store.save(ALICE, session)
+    first = {**session, "messages": [*_turn(0), *_turn(2)]}
+    second = {**session, "messages": [*_turn(0), *_turn(1), *_turn(3)]}
+    store.save(ALICE, first, since=version)  # type: ignore[arg-type]
+    store.save(ALICE, second, since=version)  # type: ignore[arg-type]  # stale: written whole
+    assert store.load(ALICE, "s1")["messages"] == second["messages"]  # type: ignore[index]

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from webagents.model import ModelRequest
+from webagents.skills.session import read_session
 from webagents.skills.session.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer, call
 
@@ -77,8 +78,9 @@ class Served:
         return sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*.json"))
 
     def session(self, relative: str) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads((self.root / relative).read_text(encoding="utf-8"))
-        return data
+        found = read_session(self.root / relative)  # the file with its journal applied
+        assert found is not None
+        return dict(found[0])
 
 
 def _serve(root: Path, model_server: ScriptedServer, *, umask: int = -1) -> Iterator[Served]:

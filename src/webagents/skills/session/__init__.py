@@ -8,6 +8,7 @@ from .store import (
     SessionStore,
     SessionSummary,
     new_session,
+    read_session,
 )
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "new_session",
+    "read_session",
 ]

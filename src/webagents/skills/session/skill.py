@@ -21,7 +21,7 @@ from ...context import AgentInfo, Context
 from ...errors import ConfigError
 from ..base import Skill
 from ..memory.rights import rights_of
-from .store import LocalSessionStore, SessionFile, new_session, title_of
+from .store import LocalSessionStore, SessionFile, Version, new_session, title_of
 
 if TYPE_CHECKING:
     from ..._loop import TurnResult
@@ -57,6 +57,7 @@ class _Kept:
     id: str
     session: SessionFile | None
     """As last loaded or saved; None until its first turn is kept."""
+    version: Version | None
 
 
 class SessionSkill(Skill[SessionSettings]):
@@ -99,8 +100,9 @@ class SessionSkill(Skill[SessionSettings]):
         namespace = rights_of(ctx.caller).conversations
         if ctx.conversation_id is None or namespace is None:
             return  # S5: nothing is kept for anonymous callers or unnamed conversations
-        session = self.store.load(namespace, ctx.conversation_id)  # SessionError if damaged
-        ctx.state[self.name] = _Kept(namespace, ctx.conversation_id, session)
+        found = self.store.open(namespace, ctx.conversation_id)  # SessionError if damaged
+        session, version = found if found else (None, None)
+        ctx.state[self.name] = _Kept(namespace, ctx.conversation_id, session, version)
         ctx.prompt_kept = True
 
     async def kept_prompt(self, ctx: Context) -> str | None:
@@ -131,7 +133,7 @@ class SessionSkill(Skill[SessionSettings]):
             usage["completion_tokens"] = (
                 usage.get("completion_tokens", 0) + turn.usage.completion_tokens
             )
-        self.store.save(kept.namespace, session)
+        kept.version = self.store.save(kept.namespace, session, since=kept.version)
         kept.session = session
 
 

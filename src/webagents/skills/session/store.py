@@ -5,8 +5,9 @@
 
 `<folder>` names the agent's folder (readable, plus a hash of its absolute path, so two
 folders never share one), `<hash>` the caller's namespace. A conversation id only ever names
-a conversation of the caller who sent it. Files are 0600 and folders 0700; writes are atomic,
-and a file that is not a session file is reported and never overwritten.
+a conversation of the caller who sent it. Files are 0600 and folders 0700; writes are atomic
+(whole files by rename, turns by appending one record to a journal beside the file), and a
+file that is not a session file is reported and never overwritten.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import fcntl
 import hashlib
 import os
 import re
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +25,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, cast
 
 import orjson
 
-from ..._files import atomic_write, ensure_private_dir, ensure_private_file
+from ..._files import FILE_MODE, atomic_write, ensure_private_dir, ensure_private_file
 from ...caller import OWNER_NAMESPACE
 from ...context import is_conversation_id
 from ...errors import WebAgentsError
@@ -34,8 +34,9 @@ from ...model import Message
 
 FORMAT = 1
 TITLE_LIMIT = 80
-KNOWN_FILES = 512
-"""Files whose last state this process remembers, so it need not re-read them to save."""
+JOURNAL_MIN_FOLD = 16 * 1024
+"""A journal is folded into its snapshot once it is larger than this and a quarter of the
+snapshot: loading then replays a few dozen records at most, and folding costs little per turn."""
 
 
 class SessionFile(TypedDict):
@@ -52,6 +53,8 @@ class SessionFile(TypedDict):
     usage: dict[str, int]
     system_prompt: NotRequired[str]
     """The conversation's system prompt as built at its start, so later turns reuse it."""
+    generation: NotRequired[int]
+    """How many times the file was written whole; journal records name the one they follow."""
 
 
 class SessionError(WebAgentsError):
@@ -66,12 +69,26 @@ class SessionSummary:
     turns: int
 
 
+@dataclass(frozen=True, slots=True)
+class Version:
+    """A kept conversation as this store read or wrote it: what a later save builds on."""
+
+    snapshot: tuple[int, int, int]
+    """(inode, size, mtime) of `<id>.json`."""
+    journal: int
+    """Bytes of the journal, all of them whole records."""
+    generation: int
+    messages: list[Message]
+
+
 class SessionStore(Protocol):
     """Where conversations are kept; a second backend (the portal) implements the same."""
 
     def load(self, namespace: str, session_id: str) -> SessionFile | None: ...
 
-    def save(self, namespace: str, session: SessionFile) -> None: ...
+    def save(
+        self, namespace: str, session: SessionFile, *, since: Version | None = None
+    ) -> Version: ...
 
     def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]: ...
 
@@ -116,14 +133,19 @@ def new_session(
 
 
 class LocalSessionStore:
-    """Conversations in `~/.webagents/sessions/` (or the profile's), per caller."""
+    """Conversations in `~/.webagents/sessions/` (or the profile's), per caller.
+
+    `<id>.json` is a `SessionFile`. A turn that adds to a conversation is appended to a journal
+    beside it (`.<id>.journal`, one JSON record per line, one fsync), which is folded into
+    `<id>.json` once it outgrows it: keeping a turn costs the turn, not the conversation. A
+    record holds how many of the kept messages stay (`keep`) and the ones that follow
+    (`add`), so a client that edits its history is kept as it sent it (S6).
+    """
 
     def __init__(self, agent_directory: Path, agent: str, *, profile: str | None = None) -> None:
         self.root = sessions_dir(profile) / agent_folder_name(agent_directory) / agent
         self.agent = agent
         self.problems: list[str] = []
-        self._known: OrderedDict[Path, tuple[int, int, int]] = OrderedDict()
-        """(inode, size, mtime) of files as this store last read or wrote them (valid ones)."""
 
     def folder(self, namespace: str) -> Path:
         if namespace == OWNER_NAMESPACE:
@@ -143,44 +165,71 @@ class LocalSessionStore:
         return self.folder(namespace) / f"{session_id}.json"
 
     def load(self, namespace: str, session_id: str) -> SessionFile | None:
-        path = self.path(namespace, session_id)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise SessionError(
-                f"{path} cannot be read ({exc.strerror}); it is left as it is"
-            ) from None
-        with os.fdopen(fd, "rb") as file:
-            info = os.fstat(file.fileno())
-            session = _parse(file.read(), path)
-        self._remember(path, (info.st_ino, info.st_size, info.st_mtime_ns))
-        return session
+        found = self.open(namespace, session_id)
+        return found[0] if found else None
 
-    def save(self, namespace: str, session: SessionFile) -> None:
-        """Keep the session (replacing the file of the same id, never one that is unreadable)."""
+    def open(self, namespace: str, session_id: str) -> tuple[SessionFile, Version] | None:
+        """The conversation and its version (None if none is kept); SessionError if damaged."""
+        return read_session(self.path(namespace, session_id))
+
+    def save(
+        self, namespace: str, session: SessionFile, *, since: Version | None = None
+    ) -> Version:
+        """Keep the session, replacing what was kept under its id (never a damaged file).
+
+        Given the version it was loaded or last saved as, and the files unchanged since, only
+        what changed is appended to the journal; otherwise `<id>.json` is written whole.
+        """
         path = self.path(namespace, session["id"])
+        session["updated"] = datetime.now(UTC).isoformat()
         with self._locked(path.parent):
-            try:
-                info = os.lstat(path)
-            except FileNotFoundError:
-                pass
-            else:
-                if self._known.get(path) != (info.st_ino, info.st_size, info.st_mtime_ns):
-                    # Changed since this store read or wrote it: saving must not replace a
-                    # file that is not a session file (a hand edit, another program's).
-                    self.load(namespace, session["id"])
-            session["updated"] = datetime.now(UTC).isoformat()
+            state = _state(path)
+            if since is not None and state == since.snapshot:
+                appended = self._append(path, session, since)
+                if appended is not None:
+                    return appended
+            generation = 0
+            if state is not None:
+                # Changed since it was read, or never read here: it must be a session file
+                # (not a hand edit, nor another program's) before it is replaced.
+                current = self.open(namespace, session["id"])
+                generation = current[1].generation + 1 if current else 0
+            session["generation"] = generation
             atomic_write(path, orjson.dumps(session))
-            info = os.lstat(path)
-            self._remember(path, (info.st_ino, info.st_size, info.st_mtime_ns))
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_journal(path))
+            snapshot = _state(path)
+            assert snapshot is not None
+            return Version(snapshot, 0, generation, session["messages"])
 
-    def _remember(self, path: Path, state: tuple[int, int, int]) -> None:
-        self._known[path] = state
-        self._known.move_to_end(path)
-        while len(self._known) > KNOWN_FILES:
-            self._known.popitem(last=False)
+    def _append(self, path: Path, session: SessionFile, since: Version) -> Version | None:
+        """Append the change to the journal, or None when the file should be written whole."""
+        journal = _journal(path)
+        try:
+            size = os.lstat(journal).st_size
+        except FileNotFoundError:
+            size = 0
+        if size != since.journal or size > max(since.snapshot[1] // 4, JOURNAL_MIN_FOLD):
+            return None  # changed meanwhile, a torn record to drop, or time to fold it in
+        messages = session["messages"]
+        keep = _common_prefix(since.messages, messages)
+        record = {
+            "generation": since.generation,
+            "keep": keep,
+            "add": messages[keep:],
+            "title": session["title"],
+            "updated": session["updated"],
+            "usage": session["usage"],
+        }
+        line = orjson.dumps(record) + b"\n"
+        fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+        try:
+            os.fchmod(fd, FILE_MODE)
+            os.write(fd, line)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        return Version(since.snapshot, size + len(line), since.generation, messages)
 
     def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]:
         """The newest conversations first; unreadable files are noted in `problems`."""
@@ -210,6 +259,96 @@ class LocalSessionStore:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
+
+
+def read_session(path: Path) -> tuple[SessionFile, Version] | None:
+    """The conversation kept at `<id>.json`, its journal applied, and its version; None when
+    there is none. SessionError (and the files left as they are) when either is damaged."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SessionError(f"{path} cannot be read ({reason}); it is left as it is") from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        session = _parse(file.read(), path)
+    generation = session.get("generation", 0)
+    if not isinstance(generation, int):
+        raise SessionError(f"{path} is not a session file (generation); it is left as it is")
+    journal = _replay(_journal(path), generation, session)
+    snapshot = (info.st_ino, info.st_size, info.st_mtime_ns)
+    return session, Version(snapshot, journal, generation, session["messages"])
+
+
+def _journal(path: Path) -> Path:
+    return path.with_name(f".{path.stem}.journal")
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+def _common_prefix(before: list[Message], after: list[Message]) -> int:
+    n = 0
+    for old, new in zip(before, after, strict=False):
+        if old is not new and old != new:
+            break
+        n += 1
+    return n
+
+
+def _replay(journal: Path, generation: int, session: SessionFile) -> int:
+    """Apply the journal's records of this generation to `session`; the bytes that are whole
+    records (a last record cut short by a crash was never kept, and is not counted)."""
+    try:
+        fd = os.open(journal, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return 0
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SessionError(f"{journal} cannot be read ({reason}); it is left as it is") from None
+    with os.fdopen(fd, "rb") as file:
+        raw = file.read()
+    whole = raw.rfind(b"\n") + 1
+    if whole == 0:
+        return 0 if not raw else -1
+    try:  # one parse for the whole journal; a damaged line is found line by line below
+        records: Any = orjson.loads(b"[" + raw[: whole - 1].replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        records = None
+    messages = session["messages"] = list(session["messages"])
+    last: dict[str, Any] | None = None
+    for number, record in enumerate(records or raw[:whole].splitlines(), 1):
+        try:
+            if records is None:
+                record = orjson.loads(record)
+            found = record["generation"]
+            keep, add = record["keep"], record["add"]
+            if not (type(found) is int and type(keep) is int and keep >= 0 and type(add) is list):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            raise SessionError(
+                f"{journal}:{number} is not a session record; it is left as it is"
+            ) from None
+        if found != generation:
+            continue  # written before the snapshot was, and folded into it already
+        del messages[keep:]
+        messages.extend(add)
+        last = record
+    if last is not None:
+        try:
+            session["title"] = str(last["title"])
+            session["updated"] = str(last["updated"])
+            session["usage"] = dict(last["usage"])
+        except (KeyError, TypeError, ValueError):
+            raise SessionError(f"{journal} ends in a damaged record; it is left as it is") from None
+    return whole if whole == len(raw) else -1
 
 
 def _parse(raw: bytes, path: Path) -> SessionFile:
