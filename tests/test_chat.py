@@ -95,6 +95,7 @@ async def test_chat_help_lists_builtin_and_skill_commands_and_unknown_is_refused
         "  /help       show the commands",
         "  /new        start a new conversation",
         "  /resume     list kept conversations; /resume N or ID continues one",
+        "  /compact    summarise the older part of the conversation now",
         "  /exit       leave the chat (or Ctrl-D)",
         "  /forget     forget a note",
         "unknown command /nonsense; /help lists the commands",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,15 @@ class ToolCallFinished:
     is_error: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """The older part of the conversation was summarised before a model call (C2)."""
+
+    covers: int
+    """How many leading messages the summary now stands for."""
+    summary: str
+
+
 @dataclass(slots=True)
 class TurnResult:
     """A finished turn: the final answer and every message the turn added."""
@@ -59,7 +68,13 @@ class TurnResult:
     """The last call's reported usage (its prompt_tokens is the conversation's size)."""
 
 
-Event = TextDelta | ToolCallStarted | ToolCallFinished | TurnResult
+Event = TextDelta | ToolCallStarted | ToolCallFinished | Compacted | TurnResult
+Prepare = Callable[
+    [list[Message], list[dict[str, Any]]], Awaitable[tuple[list[Message], Compacted | None]]
+]
+"""What is sent for a history (and the tools' schemas): the history, or a compacted view."""
+Observe = Callable[[Usage | None, int], None]
+"""Told each call's reported usage and how many messages were sent."""
 
 
 async def run_turn(
@@ -72,6 +87,8 @@ async def run_turn(
     ctx: Context,
     max_turns: int,
     stream: bool,
+    prepare: Prepare | None = None,
+    observe: Observe | None = None,
 ) -> AsyncIterator[Event]:
     """Run one turn over `history` (which already ends with the user's input).
 
@@ -81,8 +98,13 @@ async def run_turn(
     schemas = [tool.schema() for tool in tools.values()]
     turn = TurnResult(output="")
     for _ in range(max_turns):
+        shown = history
+        if prepare is not None:
+            shown, compacted = await prepare(history, schemas)
+            if compacted is not None:
+                yield compacted
         # A deep copy: what a hook changes is what this call sends, never the conversation.
-        sent = copy.deepcopy(history)
+        sent = copy.deepcopy(shown)
         for skill in skills:
             await skill.before_model(ctx, sent)
         request = ModelRequest([{"role": "system", "content": system_prompt}, *sent], schemas)
@@ -100,6 +122,8 @@ async def run_turn(
             response = await model.complete(request)
 
         turn.model_calls += 1
+        if observe is not None:
+            observe(response.usage, len(shown))
         if response.usage is not None:
             turn.usage = turn.usage + response.usage
             turn.last_usage = response.usage

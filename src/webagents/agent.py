@@ -8,21 +8,24 @@ the same on every later turn (R5), so a provider's prompt cache keeps working.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._loop import Event, TurnResult, run_turn
+from ._loop import Compacted, Event, TurnResult, run_turn
 from .caller import Caller
+from .compaction import Compaction, Summary, digest, prompt_tokens, split_point, summarise, view
 from .context import AgentInfo, Context
 from .errors import ConfigError
-from .model import Message, Model
+from .model import Message, Model, Usage
 from .skills.base import Skill, Tool, as_tool
 
 if TYPE_CHECKING:
     from .agent_file import AgentSpec
 
 DEFAULT_MAX_TURNS = 20
+log = logging.getLogger("webagents.agent")
 
 
 class _FunctionTools(Skill[Any]):
@@ -56,6 +59,7 @@ class Agent:
         max_turns: int = DEFAULT_MAX_TURNS,
         directory: Path | None = None,
         profile: str | None = None,
+        compaction: Compaction | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -72,6 +76,19 @@ class Agent:
         for skill in self.skills:
             skill.bind(self.info)
         self._model = model
+        self._models: dict[str, Model] = {}
+        self.compaction = compaction
+        """When long conversations are summarised (C1); None: never on its own."""
+        proposed = next((p for s in self.skills if (p := s.default_compaction())), None)
+        if compaction is None:
+            self.compaction = proposed
+        elif proposed is not None:
+            log.warning(
+                "agent %r: its compaction: block wins over the memory skill's compaction "
+                "setting (threshold %d is not used)",
+                name,
+                proposed.threshold,
+            )
         self.spec: AgentSpec | None = None
         """The agent file this agent was loaded from, if any."""
 
@@ -94,6 +111,17 @@ class Agent:
                     "AGENT.md (with the openai skill), or pass Agent(model=...)"
                 )
         return self._model
+
+    def model_named(self, name: str | None) -> Model:
+        """The model for `openai/<model>` (compaction's summaries), else the agent's own."""
+        if name is None or name == self.model_name:
+            return self.model
+        if name not in self._models:
+            found = next((m for s in self.skills if (m := s.model_for(name))), None)
+            if found is None:
+                raise ConfigError(f"agent {self.name!r} has no skill that provides {name!r}")
+            self._models[name] = found
+        return self._models[name]
 
     def skill(self, name: str) -> Skill[Any] | None:
         return next((s for s in self.skills if s.name == name), None)
@@ -123,10 +151,16 @@ class Agent:
         )
         for skill in self.skills:
             await skill.on_conversation_start(ctx)
+        summary: Summary | None = None
         for skill in self.skills:
-            if system_prompt is not None:
+            restored = await skill.restore(ctx)
+            if restored is not None:
+                if system_prompt is None:
+                    system_prompt = restored.system_prompt
+                summary = restored.summary
                 break
-            system_prompt = await skill.kept_prompt(ctx)
+        if summary is not None and not summary.fits(list(messages)):
+            summary = None  # the client changed what it summarised: summarise afresh
         if system_prompt is None:
             system_prompt = await self.build_system_prompt(ctx)
         tools: dict[str, Tool] = {}
@@ -137,7 +171,7 @@ class Agent:
                         f"two skills of agent {self.name!r} offer a tool named {tool.name!r}"
                     )
                 tools[tool.name] = tool
-        return Conversation(self, ctx, system_prompt, tools, list(messages))
+        return Conversation(self, ctx, system_prompt, tools, list(messages), summary)
 
     async def build_system_prompt(self, ctx: Context) -> str:
         parts = [self.instructions.strip()]
@@ -164,8 +198,8 @@ class Agent:
         return asyncio.run(run_then_close())
 
     async def aclose(self) -> None:
-        if self._model is not None:
-            await self._model.aclose()
+        for model in {id(m): m for m in [self._model, *self._models.values()] if m}.values():
+            await model.aclose()
 
 
 class Conversation:
@@ -178,13 +212,18 @@ class Conversation:
         system_prompt: str,
         tools: dict[str, Tool],
         messages: list[Message],
+        summary: Summary | None = None,
     ) -> None:
         self.agent = agent
         self.ctx = ctx
         self.system_prompt = system_prompt
         self.tools = tools
         self.messages = messages
-        """Everything after the system prompt, in OpenAI message form."""
+        """Everything after the system prompt, in OpenAI message form (never compacted)."""
+        self.summary = summary
+        """The summary of the conversation's first messages, sent in their place (C2)."""
+        self._last_call: tuple[int, int] | None = None
+        """The last model call's reported prompt tokens, and how many messages it sent."""
 
     @property
     def caller(self) -> Caller:
@@ -222,10 +261,44 @@ class Conversation:
             ctx=self.ctx,
             max_turns=self.agent.max_turns,
             stream=stream,
+            prepare=self._prepare if self.agent.compaction is not None else None,
+            observe=self._observe,
         ):
             if isinstance(event, TurnResult):
                 await self.keep(event)
             yield event
+
+    async def _prepare(
+        self, history: list[Message], tools: list[dict[str, Any]]
+    ) -> tuple[list[Message], Compacted | None]:
+        """What the next model call sends: compacted first when it would pass the threshold."""
+        policy = self.agent.compaction
+        shown = view(history, self.summary)
+        if policy is None:
+            return shown, None
+        if prompt_tokens(self.system_prompt, shown, tools, self._last_call) < policy.threshold:
+            return shown, None
+        compacted = await self.compact()
+        return view(history, self.summary), compacted
+
+    def _observe(self, usage: Usage | None, sent: int) -> None:
+        prompt = usage.prompt_tokens if usage is not None else 0
+        self._last_call = (prompt, sent) if prompt > 0 else None
+
+    async def compact(self) -> Compacted | None:
+        """Summarise the older part of the conversation now (None: nothing old enough)."""
+        policy = self.agent.compaction or Compaction(threshold=1)
+        start = self.summary.covers if self.summary is not None else 0
+        split = split_point(self.messages, policy, start)
+        if split <= start:
+            return None
+        model = self.agent.model_named(policy.model)
+        text, _ = await summarise(model, policy, self.summary, self.messages[start:split])
+        self.summary = Summary(text, split, digest(self.messages[:split]))
+        self._last_call = None
+        for skill in self.agent.skills:
+            await skill.on_compacted(self.ctx, self.summary)
+        return Compacted(split, text)
 
     async def keep(self, turn: TurnResult | None = None) -> None:
         """Hand the conversation to the skills that keep conversations (after each turn)."""

@@ -7,7 +7,6 @@ reported where the parser found them.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from dataclasses import dataclass
@@ -18,12 +17,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .agent import DEFAULT_MAX_TURNS, Agent
+from .compaction import Compaction
 from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
 from .skills import import_skill, is_import_path, registry
 from .skills.base import Skill
-
-log = logging.getLogger("webagents.agent_file")
 
 AGENT_FILE = "AGENT.md"
 KNOWN_KEYS = ("name", "description", "model", "skills", "access", "compaction")
@@ -374,12 +372,6 @@ def load_agent(
         from .skills.openai import OpenAISkill
 
         skills.insert(0, OpenAISkill())
-    if spec.compaction is not None:
-        log.warning(
-            "%s: compaction is read but not applied yet in this version; long conversations "
-            "are sent whole",
-            spec.path,
-        )
     agent = Agent(
         spec.name,
         spec.instructions,
@@ -390,6 +382,7 @@ def load_agent(
         max_turns=max_turns,
         directory=spec.directory,
         profile=profile,
+        compaction=Compaction.from_spec(spec.compaction) if spec.compaction else None,
     )
     agent.spec = spec
     return agent

@@ -25,7 +25,7 @@ from typing import Protocol
 from rich.console import Console
 from rich.markup import escape
 
-from .._loop import ToolCallFinished, ToolCallStarted, TurnResult
+from .._loop import Compacted, ToolCallFinished, ToolCallStarted, TurnResult
 from ..agent import Agent, Conversation
 from ..agent_file import load_agent
 from ..caller import OWNER_NAMESPACE, Caller
@@ -142,6 +142,7 @@ class ChatApp:
             "help": ("show the commands", self._help),
             "new": ("start a new conversation", self._new),
             "resume": ("list kept conversations; /resume N or ID continues one", self._resume),
+            "compact": ("summarise the older part of the conversation now", self._compact),
             "exit": ("leave the chat (or Ctrl-D)", self._exit),
         }
         for skill in agent.skills:
@@ -214,6 +215,23 @@ class ChatApp:
         self.conversation = None  # begun, and kept, with its first message
         self.console.print("[dim]new conversation[/dim]")
         return True
+
+    async def _compact(self, args: str) -> bool:
+        conversation = self.conversation
+        compacted = await conversation.compact() if conversation is not None else None
+        if conversation is None or compacted is None:
+            self.console.print("[dim]nothing to compact yet[/dim]")
+            return True
+        await conversation.keep()
+        self._show_compacted(compacted)
+        return True
+
+    def _show_compacted(self, compacted: Compacted) -> None:
+        self._end_line()
+        self.console.print(
+            f"[dim]compacted: the first {compacted.covers} messages are summarised "
+            "(the summary is sent in their place)[/dim]"
+        )
 
     async def _resume(self, args: str) -> bool:
         if self.sessions is None:
@@ -329,6 +347,8 @@ class ChatApp:
                 output = output if len(output) <= 100 else output[:97] + "..."
                 style = "red" if event.is_error else "dim"
                 self.console.print(f"[{style}]    → {escape(output)}[/{style}]")
+            elif isinstance(event, Compacted):
+                self._show_compacted(event)
             elif isinstance(event, TurnResult):
                 self._end_line()
                 usage = event.usage

@@ -32,6 +32,7 @@ from ..errors import SkillSettingsError, ToolError, validation_problems
 if TYPE_CHECKING:
     from .._loop import TurnResult
     from ..agent import Conversation
+    from ..compaction import Compaction, Summary
     from ..model import Message, Model, ToolCall
 
 _TOOL_MARK = "__webagents_tool__"
@@ -246,6 +247,14 @@ class SlashCommand:
 # The skill base class
 
 
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a kept conversation had when it was last kept."""
+
+    system_prompt: str | None = None
+    summary: Summary | None = None
+
+
 class Skill(Generic[S]):
     """Base of every skill. Subclasses set `name` and, when they take settings, `Settings`."""
 
@@ -278,6 +287,10 @@ class Skill(Generic[S]):
     def bind(self, agent: AgentInfo) -> None:
         """Called once when the skill joins an agent."""
 
+    def default_compaction(self) -> Compaction | None:
+        """A compaction policy for an agent whose file has no `compaction:` block."""
+        return None
+
     def model_for(self, model: str | None) -> Model | None:
         """A skill that provides models returns one for the agent's `model:` setting."""
         return None
@@ -295,11 +308,9 @@ class Skill(Generic[S]):
     async def on_conversation_start(self, ctx: Context) -> None:
         """A conversation begins (before the prompt is built)."""
 
-    async def kept_prompt(self, ctx: Context) -> str | None:
-        """A skill that keeps conversations returns the system prompt this one started with.
-
-        The first skill to return one wins, and no skill's `prompt` is asked then (R5).
-        """
+    async def restore(self, ctx: Context) -> Restored | None:
+        """A skill that keeps conversations returns what this one had: the system prompt it
+        started with (then no skill's `prompt` is asked: R5) and its summary. First wins."""
         return None
 
     async def before_model(self, ctx: Context, messages: list[Message]) -> None:
@@ -310,6 +321,9 @@ class Skill(Generic[S]):
 
     async def on_turn_finished(self, ctx: Context, turn: TurnResult) -> None:
         """A turn ended with a final answer."""
+
+    async def on_compacted(self, ctx: Context, summary: Summary) -> None:
+        """The older part of the conversation was just summarised (C2)."""
 
     async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
         """After a finished turn (or another change, with no turn), the whole conversation:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..._files import atomic_write
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
+from ...compaction import Compaction, Summary
 from ...context import AgentInfo, Context, is_conversation_id
 from ...errors import ConfigError, ToolError
 from ..base import ChatIO, Skill, SlashCommand, Tool
@@ -94,8 +95,13 @@ class MemorySkill(Skill[MemorySettings]):
         self._store = NoteStore(agent.directory / ".webagents" / "memory")
         self._index = MemoryIndex(self._store, cache=self._store.root / INDEX_CACHE)
         self._index.rebuild()
-        if self.settings.compaction is not None:
-            log.warning("memory: the compaction setting is read but not applied yet")
+
+    def default_compaction(self) -> Compaction | None:
+        """The legacy `compaction: <tokens>` setting: the threshold, when the agent file has
+        no compaction: block (C1)."""
+        if self.settings.compaction is None:
+            return None
+        return Compaction(threshold=self.settings.compaction)
 
     @property
     def store(self) -> NoteStore:
@@ -258,6 +264,11 @@ class MemorySkill(Skill[MemorySettings]):
         return listed
 
     # -- episodes (M10) -----------------------------------------------------------------------
+
+    async def on_compacted(self, ctx: Context, summary: Summary) -> None:
+        key = await self.keep_episode(ctx, summary.text)
+        if key is not None:
+            log.info("memory: kept the summary as %s", key)
 
     async def keep_episode(self, ctx: Context, summary: str) -> str | None:
         """Keep a conversation summary as `episode-<time>-<n>` in the caller's namespace.

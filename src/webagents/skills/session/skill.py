@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ...compaction import Summary
 from ...context import AgentInfo, Context
 from ...errors import ConfigError
-from ..base import Skill
+from ..base import Restored, Skill
 from ..memory.rights import rights_of
 from .store import LocalSessionStore, SessionFile, Version, new_session, title_of
 
@@ -105,11 +106,14 @@ class SessionSkill(Skill[SessionSettings]):
         ctx.state[self.name] = _Kept(namespace, ctx.conversation_id, session, version)
         ctx.prompt_kept = True
 
-    async def kept_prompt(self, ctx: Context) -> str | None:
+    async def restore(self, ctx: Context) -> Restored | None:
         kept = _kept(ctx)
         if kept is None or kept.session is None:
             return None
-        return kept.session.get("system_prompt")
+        return Restored(
+            kept.session.get("system_prompt"),
+            Summary.from_dict(kept.session.get("compaction")),
+        )
 
     async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
         kept = _kept(conversation.ctx)
@@ -127,6 +131,10 @@ class SessionSkill(Skill[SessionSettings]):
         session["messages"] = list(conversation.messages)
         session["title"] = title_of(session["messages"])
         session.setdefault("system_prompt", conversation.system_prompt)
+        if conversation.summary is not None:
+            session["compaction"] = conversation.summary.as_dict()  # later turns reuse it
+        else:
+            session.pop("compaction", None)
         if turn is not None:
             usage = session["usage"]
             usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + turn.usage.prompt_tokens

@@ -53,6 +53,9 @@ class SessionFile(TypedDict):
     usage: dict[str, int]
     system_prompt: NotRequired[str]
     """The conversation's system prompt as built at its start, so later turns reuse it."""
+    compaction: NotRequired[dict[str, Any]]
+    """The conversation's summary (C2): `text`, how many leading messages it `covers`, and a
+    `digest` of them, so later turns send it in their place instead of summarising again."""
     generation: NotRequired[int]
     """How many times the file was written whole; journal records name the one they follow."""
 
@@ -220,6 +223,7 @@ class LocalSessionStore:
             "title": session["title"],
             "updated": session["updated"],
             "usage": session["usage"],
+            "compaction": session.get("compaction"),
         }
         line = orjson.dumps(record) + b"\n"
         fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
@@ -346,6 +350,10 @@ def _replay(journal: Path, generation: int, session: SessionFile) -> int:
             session["title"] = str(last["title"])
             session["updated"] = str(last["updated"])
             session["usage"] = dict(last["usage"])
+            if last.get("compaction") is not None:
+                session["compaction"] = dict(last["compaction"])
+            else:
+                session.pop("compaction", None)
         except (KeyError, TypeError, ValueError):
             raise SessionError(f"{journal} ends in a damaged record; it is left as it is") from None
     return whole if whole == len(raw) else -1
