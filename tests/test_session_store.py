@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -235,3 +236,60 @@ def test_s6_two_writers_from_one_version_keep_the_last_whole(tmp_path: Path) -> 
     store.save(ALICE, first, since=version)  # type: ignore[arg-type]
     store.save(ALICE, second, since=version)  # type: ignore[arg-type]  # stale: written whole
     assert store.load(ALICE, "s1")["messages"] == second["messages"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ('"messages": [1, 2]', "is not a session file (messages)"),
+        ('"messages": [], "system_prompt": 42', "is not a session file (messages)"),
+        ('"messages": [], "id": "other"', "holds the conversation 'other', not 's1'"),
+    ],
+)
+def test_s7_a_hand_edited_file_of_the_wrong_shape_is_reported(
+    tmp_path: Path, text: str, reason: str
+) -> None:
+    store = _store(tmp_path)
+    store.save(ALICE, new_session("s1", "helper", _turn(0)))
+    path = store.path(ALICE, "s1")
+    data = json.loads(path.read_text())
+    data.update(json.loads("{" + text + "}"))
+    path.write_text(json.dumps(data))
+    with pytest.raises(SessionError, match=re.escape(reason)):
+        store.load(ALICE, "s1")
+    assert store.recent(ALICE) == []
+    assert store.problems == [f"{path} {reason}; it is left as it is"]
+
+
+def test_s6_text_that_is_not_valid_unicode_is_kept_as_near_as_can_be(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = new_session(
+        "s1",
+        "helper",
+        [
+            {"role": "user", "content": "hi \ud800 there"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": 2**70}]},
+        ],
+    )
+    version = store.save(ALICE, session)
+    session["messages"] = [*session["messages"], {"role": "user", "content": "more \udcff"}]
+    store.save(ALICE, session, since=version)
+    loaded = store.load(ALICE, "s1")
+    assert loaded is not None
+    assert loaded["messages"] == [
+        {"role": "user", "content": "hi ? there"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": str(2**70)}]},
+        {"role": "user", "content": "more ?"},
+    ]
+
+
+def test_r5_a_kept_file_without_a_prompt_gains_the_first_one_built(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", _turn(0))  # no system_prompt (an older file)
+    version = store.save(ALICE, session)
+    session["system_prompt"] = "The prompt built now."
+    session["messages"] = [*_turn(0), *_turn(1)]
+    store.save(ALICE, session, since=version)
+    loaded = store.load(ALICE, "s1")
+    assert loaded is not None
+    assert loaded["system_prompt"] == "The prompt built now."

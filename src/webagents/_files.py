@@ -33,7 +33,7 @@ def ensure_private_dir(path: Path) -> Path:
 
 def ensure_private_file(path: Path) -> Path:
     """Create an empty 0600 file if missing; tighten an existing one."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
     try:
         os.fchmod(fd, FILE_MODE)
     finally:

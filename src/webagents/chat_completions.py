@@ -105,7 +105,8 @@ class OpenAIModel(Model):
 
     async def _post(self, body: dict[str, Any], *, stream: bool) -> httpx.Response:
         """The endpoint's successful response (unread when streaming), after retries."""
-        content = json.dumps(body, ensure_ascii=False).encode()
+        # "replace": a lone surrogate (from a tool's output, say) must not fail the call.
+        content = json.dumps(body, ensure_ascii=False).encode("utf-8", "replace")
         headers = {**self._headers, "Content-Type": "application/json"}
         for attempt in range(self._max_retries + 1):
             last = attempt == self._max_retries

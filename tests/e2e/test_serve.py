@@ -401,8 +401,8 @@ def test_bad_requests_get_openai_shaped_errors(served: tuple[Process, Path]) -> 
         "bad json": (
             400,
             bad,
-            "the request body is not valid JSON: Expecting property name "
-            "enclosed in double quotes: line 1 column 2 (char 1)",
+            "the request body is not valid JSON: unexpected character, expected a string "
+            "key: line 1 column 2 (char 1)",
             "invalid_json",
         ),
         "not an object": (400, bad, "the request body must be a JSON object", "invalid_body"),
@@ -576,7 +576,7 @@ def test_a3_an_agent_without_verifiers_says_so_and_refuses_credentials(
     with running(["serve", str(tmp_path / "open")], env) as process:
         assert (
             "agent 'open' verifies no one (it has no access: block): every caller is "
-            "anonymous, reads shared notes and writes nothing"
+            "anonymous, reads shared notes, writes nothing, and no conversation is kept"
         ) in process.output
         assert caller_seen(process, "anonymous", "open")["kind"] == "anonymous"
         refused = _post(
@@ -668,10 +668,14 @@ def test_json_that_cannot_be_read_is_400_not_500(served: tuple[Process, Path]) -
     process, _ = served
     huge_number = b'{"model": "helper", "n": ' + b"9" * 5000 + b"}"
     deep = b'{"model": "helper", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-    for body in (huge_number, deep):
+    expected = {
+        huge_number: "number is infinity when parsed as double: line 1 column 26 (char 25)",
+        deep: "depth limit exceeded: line 1 column 1050 (char 1049)",
+    }
+    for body, reason in expected.items():
         assert _error(_post(process, body)) == (
             400,
             "invalid_request_error",
-            "the request body is JSON too large to read",
+            f"the request body is not valid JSON: {reason}",
             "invalid_json",
         )

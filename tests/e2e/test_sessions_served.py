@@ -265,3 +265,24 @@ def test_s5_the_owners_served_conversations_are_in_the_chats_resume(
         "role": "assistant",
         "content": "heard: served by the owner | and in the terminal",
     }
+
+
+def test_s6_text_that_cannot_be_sent_on_or_kept_is_refused_first(served: Served) -> None:
+    body = (
+        '{"model": "keeper", "metadata": {"session_id": "odd"}, "messages": ['
+        '{"role": "user", "content": "hi \\ud800"}]}'
+    )
+    response = httpx.post(
+        f"{served.process.url}/v1/chat/completions",
+        headers={
+            "Authorization": f"Bearer {KEYS['ALICE_KEY']}",
+            "Content-Type": "application/json",
+        },
+        content=body.encode(),
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        "the request body is not valid JSON: no low surrogate in string: line 1 column 101 "
+        "(char 100)"
+    )
+    assert served.kept() == []

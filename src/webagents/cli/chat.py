@@ -183,7 +183,9 @@ class ChatApp:
                 break
             except KeyboardInterrupt:
                 continue
-            line = line.strip()
+            # What a pipe or a terminal sent that is not valid Unicode is shown and kept as
+            # U+FFFD, so that it can be sent and kept at all.
+            line = line.strip().encode("utf-8", "replace").decode("utf-8")
             if not line:
                 continue
             if line.startswith("/"):
@@ -367,7 +369,9 @@ def _listed(number: int, summary: SessionSummary) -> str:
 
 
 def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:
-    """The id a /resume argument names: a number from the list, or an id."""
+    """The id a /resume argument names: an id, or else a number from the list."""
+    if any(summary.id == choice for summary in recent):
+        return choice
     if choice.isdigit() and 1 <= int(choice) <= len(recent):
         return recent[int(choice) - 1].id
     return choice if is_conversation_id(choice) else None

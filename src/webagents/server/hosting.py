@@ -43,7 +43,8 @@ class ServedAgent:
         if self.verifies_no_one:
             return (
                 f"agent {self.name!r} verifies no one (it has no access: block): every "
-                "caller is anonymous, reads shared notes and writes nothing"
+                "caller is anonymous, reads shared notes, writes nothing, and no "
+                "conversation is kept"
             )
         return f"agent {self.name!r} verifies callers by {self.verifier.describe()}"
 

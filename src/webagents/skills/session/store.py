@@ -76,12 +76,13 @@ class SessionSummary:
 class Version:
     """A kept conversation as this store read or wrote it: what a later save builds on."""
 
-    snapshot: tuple[int, int, int]
-    """(inode, size, mtime) of `<id>.json`."""
+    snapshot: tuple[int, int, int, int]
+    """(inode, size, mtime, ctime) of `<id>.json`."""
     journal: int
     """Bytes of the journal, all of them whole records."""
     generation: int
     messages: list[Message]
+    system_prompt: str | None
 
 
 class SessionStore(Protocol):
@@ -198,12 +199,13 @@ class LocalSessionStore:
                 current = self.open(namespace, session["id"])
                 generation = current[1].generation + 1 if current else 0
             session["generation"] = generation
-            atomic_write(path, orjson.dumps(session))
+            atomic_write(path, _dumps(session))
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_journal(path))
             snapshot = _state(path)
             assert snapshot is not None
-            return Version(snapshot, 0, generation, session["messages"])
+            prompt = session.get("system_prompt")
+            return Version(snapshot, 0, generation, session["messages"], prompt)
 
     def _append(self, path: Path, session: SessionFile, since: Version) -> Version | None:
         """Append the change to the journal, or None when the file should be written whole."""
@@ -214,6 +216,8 @@ class LocalSessionStore:
             size = 0
         if size != since.journal or size > max(since.snapshot[1] // 4, JOURNAL_MIN_FOLD):
             return None  # changed meanwhile, a torn record to drop, or time to fold it in
+        if session.get("system_prompt") != since.system_prompt:
+            return None  # records do not carry the prompt: the file takes it
         messages = session["messages"]
         keep = _common_prefix(since.messages, messages)
         record = {
@@ -225,15 +229,19 @@ class LocalSessionStore:
             "usage": session["usage"],
             "compaction": session.get("compaction"),
         }
-        line = orjson.dumps(record) + b"\n"
+        line = _dumps(record) + b"\n"
         fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
         try:
             os.fchmod(fd, FILE_MODE)
-            os.write(fd, line)
+            written = 0
+            while written < len(line):
+                written += os.write(fd, line[written:])
             os.fdatasync(fd)
         finally:
             os.close(fd)
-        return Version(since.snapshot, size + len(line), since.generation, messages)
+        return Version(
+            since.snapshot, size + len(line), since.generation, messages, since.system_prompt
+        )
 
     def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]:
         """The newest conversations first; unreadable files are noted in `problems`."""
@@ -282,20 +290,23 @@ def read_session(path: Path) -> tuple[SessionFile, Version] | None:
     if not isinstance(generation, int):
         raise SessionError(f"{path} is not a session file (generation); it is left as it is")
     journal = _replay(_journal(path), generation, session)
-    snapshot = (info.st_ino, info.st_size, info.st_mtime_ns)
-    return session, Version(snapshot, journal, generation, session["messages"])
+    snapshot = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    version = Version(
+        snapshot, journal, generation, session["messages"], session.get("system_prompt")
+    )
+    return session, version
 
 
 def _journal(path: Path) -> Path:
     return path.with_name(f".{path.stem}.journal")
 
 
-def _state(path: Path) -> tuple[int, int, int] | None:
+def _state(path: Path) -> tuple[int, int, int, int] | None:
     try:
         info = os.lstat(path)
     except FileNotFoundError:
         return None
-    return (info.st_ino, info.st_size, info.st_mtime_ns)
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _common_prefix(before: list[Message], after: list[Message]) -> int:
@@ -336,6 +347,8 @@ def _replay(journal: Path, generation: int, session: SessionFile) -> int:
             keep, add = record["keep"], record["add"]
             if not (type(found) is int and type(keep) is int and keep >= 0 and type(add) is list):
                 raise TypeError
+            if not all(_is_message(m) for m in add):
+                raise TypeError
         except (ValueError, KeyError, TypeError):
             raise SessionError(
                 f"{journal}:{number} is not a session record; it is left as it is"
@@ -357,6 +370,33 @@ def _replay(journal: Path, generation: int, session: SessionFile) -> int:
         except (KeyError, TypeError, ValueError):
             raise SessionError(f"{journal} ends in a damaged record; it is left as it is") from None
     return whole if whole == len(raw) else -1
+
+
+def _dumps(value: Any) -> bytes:
+    """JSON bytes; text that is not valid Unicode (a lone surrogate) or a number JSON readers
+    cannot hold is kept as near as can be, rather than failing after the turn was answered."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_clean(value))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**64 else str(value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return str(value)
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("role"), str)
 
 
 def _parse(raw: bytes, path: Path) -> SessionFile:
@@ -385,4 +425,12 @@ def _parse(raw: bytes, path: Path) -> SessionFile:
             f"{path} has session format {data['format']}, this version reads {FORMAT}; "
             "it is left as it is"
         )
+    if data["id"] != path.stem:
+        raise SessionError(
+            f"{path} holds the conversation {data['id']!r}, not {path.stem!r}; it is left as it is"
+        )
+    if not all(_is_message(m) for m in data["messages"]) or not isinstance(
+        data.get("system_prompt", ""), str
+    ):
+        raise SessionError(f"{path} is not a session file (messages); it is left as it is")
     return cast(SessionFile, data)
