@@ -117,10 +117,12 @@ def _chunks(text: str) -> list[str]:
 
 
 class _RecordingModel(Model):
-    """Keeps every request it was sent, and reports usage when the step gives none."""
+    """Keeps every request it was sent, and reports usage (an estimate when the step gives
+    none; none at all with `report_usage=False`, as some endpoints do)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, report_usage: bool = True) -> None:
         self.name = name
+        self.report_usage = report_usage
         self.requests: list[ModelRequest] = []
         self._calls = 0
 
@@ -136,10 +138,12 @@ class _RecordingModel(Model):
             ToolCall(c.id or f"call_{self._calls}_{i}", c.name, c.arguments)
             for i, c in enumerate(step.calls)
         )
-        usage = step.usage or Usage(
+        usage: Usage | None = step.usage or Usage(
             estimate_tokens(request.messages, request.tools),
             max(1, len(step.text or "") // 4 + 10 * len(calls)),
         )
+        if not self.report_usage:
+            usage = None
         return ModelResponse(step.text, calls, usage, "tool_calls" if calls else "stop")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
@@ -158,8 +162,10 @@ class ScriptedModel(_RecordingModel):
     sent, for assertions; `assert_finished()` checks that the whole script was used.
     """
 
-    def __init__(self, script: Iterable[Step] = (), *, name: str = "scripted") -> None:
-        super().__init__(name)
+    def __init__(
+        self, script: Iterable[Step] = (), *, name: str = "scripted", report_usage: bool = True
+    ) -> None:
+        super().__init__(name, report_usage)
         self._script: deque[Step] = deque(script)
         self._total = len(self._script)
 
@@ -194,9 +200,13 @@ class FunctionModel(_RecordingModel):
     """Replies computed by `fn(request)` (sync or async), returning any script step."""
 
     def __init__(
-        self, fn: Callable[[ModelRequest], Any | Awaitable[Any]], *, name: str = "function"
+        self,
+        fn: Callable[[ModelRequest], Any | Awaitable[Any]],
+        *,
+        name: str = "function",
+        report_usage: bool = True,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, report_usage)
         self._fn = fn
 
     async def complete(self, request: ModelRequest) -> ModelResponse:

@@ -286,3 +286,55 @@ def test_s6_text_that_cannot_be_sent_on_or_kept_is_refused_first(served: Served)
         "(char 100)"
     )
     assert served.kept() == []
+
+
+def test_c2_a_served_session_sends_its_summary_and_summarises_once(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    from webagents.compaction import SUMMARISER, SUMMARY_FRAME
+
+    def driver(request: ModelRequest) -> Any:
+        if str(request.messages[0]["content"]).startswith(SUMMARISER):
+            return Reply("SUMMARY of the early talk")
+        return Reply(f"ok {len(request.messages)}")
+
+    model_server.model = FunctionModel(driver)
+    folder = tmp_path / "keeper"
+    write(
+        folder / "AGENT.md",
+        "---\nname: keeper\nmodel: openai/m\nskills:\n  - session\n"
+        "compaction: {threshold: 400, keep: 2}\naccess:\n  keys:\n"
+        "    alice@example.com: env:ALICE_KEY\n---\nBe brief.\n",
+    )
+    env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url, **KEYS)
+    with running(["serve", str(folder)], env) as process:
+        served = Served(process, folder, env)
+        history: list[dict[str, str]] = []
+
+        def summaries() -> list[dict[str, Any]]:
+            return [
+                b for b in model_server.bodies if b["messages"][0]["content"].startswith(SUMMARISER)
+            ]
+
+        def turn(n: int) -> None:
+            text = f"turn {n} " + "padding " * 20
+            answer = served.say(KEYS["ALICE_KEY"], text, "long", history)
+            history.extend(
+                [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]
+            )
+
+        n = 0
+        while not summaries():  # until the conversation outgrows the threshold
+            turn(n)
+            n += 1
+        assert n > 2
+        turn(n)  # the next request: its summary is reused, not made again
+    assert len(summaries()) == 1
+    last = model_server.bodies[-1]["messages"]
+    assert last[1]["content"] == SUMMARY_FRAME + json.dumps(
+        {"summary": "SUMMARY of the early talk"}
+    )
+    assert "turn 0 " not in json.dumps(last)
+    assert served.session(f"{ALICE_FOLDER}/long.json")["compaction"]["text"] == (
+        "SUMMARY of the early talk"
+    )

@@ -230,10 +230,13 @@ class ChatApp:
 
     def _show_compacted(self, compacted: Compacted) -> None:
         self._end_line()
-        self.console.print(
-            f"[dim]compacted: the first {compacted.covers} messages are summarised "
-            "(the summary is sent in their place)[/dim]"
+        n = compacted.covers
+        which = (
+            "message of this conversation is"
+            if n == 1
+            else f"{n} messages of this conversation are"
         )
+        self.console.print(f"[dim]compacted: the earliest {which} now sent as a summary[/dim]")
 
     async def _resume(self, args: str) -> bool:
         if self.sessions is None:
