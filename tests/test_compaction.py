@@ -276,15 +276,21 @@ async def test_m10_episodes_land_in_the_callers_namespace_only(tmp_path: Path) -
     model = FunctionModel(lambda r: summary_of(r) if is_summary_request(r) else "ok")
     agent = Agent(
         "a",
-        skills=[memory],
+        skills=[memory, SessionSkill(agent_dir=tmp_path)],
         model=model,
         directory=tmp_path,
         compaction=Compaction(1500, keep_messages=2),
     )
-    alice = await agent.start(ALICE, messages=_long_history(40))
+    alice = await agent.start(ALICE, conversation_id="c1", messages=_long_history(40))
     await alice.send("more")
-    anonymous = await agent.start(Caller.anonymous(), messages=_long_history(40))
+    anonymous = await agent.start(
+        Caller.anonymous(), conversation_id="c1", messages=_long_history(40)
+    )
     await anonymous.send("more")  # summarised, but nothing is kept for nobody
+    # A conversation that is not kept (no session id) is summarised at every request:
+    # its summaries are not kept as episodes, or there would be one per request.
+    unkept = await agent.start(ALICE, messages=_long_history(40))
+    await unkept.send("more")
 
     found = await memory.search(alice.ctx, "message")
     assert [(h["namespace"], h["kind"], h["key"][:8]) for h in found] == [
@@ -335,9 +341,9 @@ async def test_c2_instruction_shaped_summaries_are_data_and_change_no_rights(
         skills=[memory],
         model=model,
         directory=tmp_path,
-        compaction=Compaction(1500, keep_messages=2),
+        compaction=Compaction(1200, keep_messages=2),
     )
-    conversation = await agent.start(ALICE, messages=_long_history(40))
+    conversation = await agent.start(ALICE, messages=_long_history(30))
     result = await conversation.send("what is the plan?")
 
     sent = model.requests[1].messages
@@ -393,3 +399,97 @@ async def test_c2_the_chat_shows_when_compaction_happened(tmp_path: Path) -> Non
         "compacted: the earliest message of this conversation is now sent as a summary",
         "compacted: the earliest 3 messages of this conversation are now sent as a summary",
     ]
+
+
+async def test_c2_compact_without_settings_sends_the_summary_from_then_on(tmp_path: Path) -> None:
+    model = FunctionModel(lambda r: summary_of(r) if is_summary_request(r) else "ok")
+    agent = Agent("a", model=model)  # no compaction settings: only /compact
+    conversation = await agent.start(messages=_long_history(6))
+    compacted = await conversation.compact()
+    assert compacted is not None and compacted.covers == 6  # all but the last 6 messages
+    await conversation.send("next")
+    sent = model.requests[-1].messages
+    assert sent[1]["content"].startswith(SUMMARY_FRAME)
+    assert [m["content"] for m in sent[2:]] == [
+        "message 3 " + "words " * 20,
+        "answer 3",
+        "message 4 " + "words " * 20,
+        "answer 4",
+        "message 5 " + "words " * 20,
+        "answer 5",
+        "next",
+    ]
+
+
+async def test_c2_a_summary_that_fails_leaves_the_turn_whole(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def answer(request: ModelRequest) -> Any:
+        return "" if is_summary_request(request) else "answered anyway"
+
+    model = FunctionModel(answer)
+    agent = Agent("a", model=model, compaction=Compaction(300, keep_messages=2))
+    conversation = await agent.start(messages=_long_history(8))
+    with caplog.at_level(logging.WARNING):
+        result = await conversation.send("go on")
+    assert result.output == "answered anyway"
+    assert conversation.summary is None
+    assert len(model.requests[-1].messages) == 1 + 17  # sent whole
+    assert "could not be summarised (the model returned an empty summary)" in caplog.text
+
+    from webagents.errors import CompactionError
+
+    with pytest.raises(CompactionError, match="the model returned an empty summary"):
+        await conversation.compact()
+
+
+async def test_c2_compaction_happens_at_most_once_a_turn() -> None:
+    rounds = []
+
+    def answer(request: ModelRequest) -> Any:
+        if is_summary_request(request):
+            return summary_of(request)
+        rounds.append(request)
+        return call("big", n=len(rounds)) if len(rounds) <= 4 else "done"
+
+    def big(n: int) -> str:
+        """A large result."""
+        return "data " * 400  # each round passes the threshold again
+
+    model = FunctionModel(answer)
+    agent = Agent("a", tools=[big], model=model, compaction=Compaction(500, keep_messages=2))
+    conversation = await agent.start(messages=_long_history(8))
+    result = await conversation.send("fetch")
+    assert result.output == "done"
+    assert sum(is_summary_request(r) for r in model.requests) == 1
+    assert len(rounds) == 5
+
+
+async def test_c2_a_long_part_is_summarised_a_piece_at_a_time() -> None:
+    model = FunctionModel(lambda r: summary_of(r) if is_summary_request(r) else "ok")
+    agent = Agent("a", model=model, compaction=Compaction(100, keep_messages=2))
+    conversation = await agent.start(messages=_long_history(200))  # about 10,000 tokens
+    result = await conversation.send("and now?")
+    summaries = [r for r in model.requests if is_summary_request(r)]
+    assert len(summaries) > 3
+    for request in summaries:  # each piece fits what one request may carry
+        assert len(request.messages[1]["content"]) < 4 * 2000 * 1.5
+    # Each piece after the first carries the summary so far, so the last one has it all.
+    assert conversation.summary is not None
+    assert conversation.summary.text.startswith("message 0 / message 1")
+    assert "message 199" not in conversation.summary.text  # the newest turns stay verbatim
+    assert result.usage.prompt_tokens > sum(r.messages != [] for r in summaries)
+
+
+async def test_c2_chat_compact_that_fails_says_so_and_the_chat_goes_on() -> None:
+    from .test_chat import drive
+
+    model = FunctionModel(lambda r: "" if is_summary_request(r) else "ok")
+    agent = Agent("a", model=model, compaction=Compaction(10**6, keep_messages=0))
+    shown = await drive(agent, "one\rtwo\r/compact\rthree\r/exit\r")
+    lines = shown.splitlines()
+    assert (
+        "error: the conversation could not be summarised (the model returned an empty summary)"
+        in lines
+    )
+    assert lines.count("ok") == 3  # the chat went on

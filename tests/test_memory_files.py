@@ -429,3 +429,28 @@ async def test_m4_descriptions_are_one_short_line(tmp_path: Path) -> None:
     _, skill = memory_agent(tmp_path / "keeper")
     with pytest.raises(ToolError, match="a description is one line of at most 300 characters"):
         await use(skill, ALICE, "memory_write", key="x", content="y", description="d" * 301)
+
+
+async def test_m9_a_start_from_the_cache_checks_each_namespaces_files_at_first_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    _, first = memory_agent(tmp_path / "keeper")
+    await use(
+        first, OWNER, "memory_write", key="plan", content="meet in Lisbon", namespace="shared"
+    )
+    first.index.rebuild()  # the cache now knows the namespace as it is
+    cache = first.store.root / ".index.sqlite"
+    written = cache.stat().st_mtime_ns
+    path = first.store.folder("shared") / "plan.md"
+    with open(path, "r+") as handle:  # noqa: ASYNC230 - in place: the folder does not change
+        text = handle.read().replace("Lisbon", "Porto!")
+        handle.seek(0)
+        handle.write(text)
+
+    _, second = memory_agent(tmp_path / "keeper")  # starts from the cache, nothing re-read
+    assert cache.stat().st_mtime_ns == written  # unchanged namespaces: the cache stands
+    assert [h["key"] for h in await use(second, ANONYMOUS, "memory_search", query="Porto")] == [
+        "plan"
+    ]
+    assert await use(second, ANONYMOUS, "memory_search", query="Lisbon") == []

@@ -41,22 +41,36 @@ def ensure_private_file(path: Path) -> Path:
     return path
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`: a 0600 temporary file, fsync, rename, fsync the folder."""
-    ensure_private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+def atomic_write(path: Path, data: bytes, *, locked: bool = False) -> None:
+    """Replace `path` with `data`: a 0600 temporary file, fsync, rename, fsync the folder.
+
+    `locked`: the caller holds an exclusive lock on the folder (which exists, private), so a
+    fixed temporary name is safe and the folder need not be checked again.
+    """
+    folder = os.path.dirname(path)
+    if locked:
+        tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(tmp, flags, FILE_MODE)
+    else:
+        ensure_private_dir(Path(folder))
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
         os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
         os.replace(tmp, path)
     except BaseException:
+        if fd >= 0:
+            os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:

@@ -52,6 +52,8 @@ class Compacted:
     covers: int
     """How many leading messages the summary now stands for."""
     summary: str
+    usage: Usage | None = None
+    """What the summary cost, as the summary model reported it."""
 
 
 @dataclass(slots=True)
@@ -102,6 +104,8 @@ async def run_turn(
         if prepare is not None:
             shown, compacted = await prepare(history, schemas)
             if compacted is not None:
+                if compacted.usage is not None:
+                    turn.usage = turn.usage + compacted.usage
                 yield compacted
         # A deep copy: what a hook changes is what this call sends, never the conversation.
         sent = copy.deepcopy(shown)

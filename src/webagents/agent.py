@@ -17,7 +17,7 @@ from ._loop import Compacted, Event, TurnResult, run_turn
 from .caller import Caller
 from .compaction import Compaction, Summary, digest, prompt_tokens, split_point, summarise, view
 from .context import AgentInfo, Context
-from .errors import ConfigError
+from .errors import CompactionError, ConfigError
 from .model import Message, Model, Usage
 from .skills.base import Skill, Tool, as_tool
 
@@ -224,6 +224,8 @@ class Conversation:
         """The summary of the conversation's first messages, sent in their place (C2)."""
         self._last_call: tuple[int, int] | None = None
         """The last model call's reported prompt tokens, and how many messages it sent."""
+        self._turns = 0
+        self._compacted_in = -1
 
     @property
     def caller(self) -> Caller:
@@ -252,6 +254,7 @@ class Conversation:
             self.messages.append(dict(input))
         if not self.messages:
             raise ValueError("a turn needs a user message")
+        self._turns += 1
         async for event in run_turn(
             model=self.agent.model,
             system_prompt=self.system_prompt,
@@ -261,7 +264,7 @@ class Conversation:
             ctx=self.ctx,
             max_turns=self.agent.max_turns,
             stream=stream,
-            prepare=self._prepare if self.agent.compaction is not None else None,
+            prepare=self._prepare,
             observe=self._observe,
         ):
             if isinstance(event, TurnResult):
@@ -271,34 +274,57 @@ class Conversation:
     async def _prepare(
         self, history: list[Message], tools: list[dict[str, Any]]
     ) -> tuple[list[Message], Compacted | None]:
-        """What the next model call sends: compacted first when it would pass the threshold."""
+        """What the next model call sends: compacted first when it would pass the threshold
+        (at most once a turn: a turn's own tool rounds are never summarised away)."""
         policy = self.agent.compaction
         shown = view(history, self.summary)
-        if policy is None:
+        if policy is None or self._compacted_in == self._turns:
             return shown, None
         if prompt_tokens(self.system_prompt, shown, tools, self._last_call) < policy.threshold:
             return shown, None
-        compacted = await self.compact()
-        return view(history, self.summary), compacted
+        self._compacted_in = self._turns
+        try:
+            compacted = await self.compact()
+        except CompactionError as exc:
+            # The conversation goes on uncompacted: the model may still take it whole.
+            log.warning("agent %r: %s; sending the conversation whole", self.agent.name, exc)
+            return shown, None
+        shown = view(history, self.summary)
+        if prompt_tokens(self.system_prompt, shown, tools, None) >= policy.threshold:
+            log.warning(
+                "agent %r: the conversation is still over its compaction threshold (%d) "
+                "after a summary: its system prompt, tools and newest turn alone pass it",
+                self.agent.name,
+                policy.threshold,
+            )
+        return shown, compacted
 
     def _observe(self, usage: Usage | None, sent: int) -> None:
         prompt = usage.prompt_tokens if usage is not None else 0
         self._last_call = (prompt, sent) if prompt > 0 else None
 
     async def compact(self) -> Compacted | None:
-        """Summarise the older part of the conversation now (None: nothing old enough)."""
+        """Summarise the older part of the conversation now (None: nothing old enough).
+
+        CompactionError when the summary cannot be made; the conversation is left as it was.
+        """
         policy = self.agent.compaction or Compaction(threshold=1)
         start = self.summary.covers if self.summary is not None else 0
         split = split_point(self.messages, policy, start)
         if split <= start:
             return None
-        model = self.agent.model_named(policy.model)
-        text, _ = await summarise(model, policy, self.summary, self.messages[start:split])
+        try:
+            model = self.agent.model_named(policy.model)
+            text, usage = await summarise(model, policy, self.summary, self.messages[start:split])
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise CompactionError(f"the conversation could not be summarised ({exc})") from exc
         self.summary = Summary(text, split, digest(self.messages[:split]))
         self._last_call = None
         for skill in self.agent.skills:
             await skill.on_compacted(self.ctx, self.summary)
-        return Compacted(split, text)
+        return Compacted(split, text, usage)
 
     async def keep(self, turn: TurnResult | None = None) -> None:
         """Hand the conversation to the skills that keep conversations (after each turn)."""

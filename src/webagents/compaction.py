@@ -92,7 +92,8 @@ class Summary:
         if (
             isinstance(data, dict)
             and isinstance(data.get("text"), str)
-            and isinstance(data.get("covers"), int)
+            and type(data.get("covers")) is int
+            and data["covers"] > 0
             and isinstance(data.get("digest"), str)
         ):
             return cls(data["text"], data["covers"], data["digest"])
@@ -163,10 +164,42 @@ def prompt_tokens(
 async def summarise(
     model: Model, policy: Compaction, earlier: Summary | None, messages: list[Message]
 ) -> tuple[str, Usage | None]:
-    """Ask the model for a summary of `messages` (after the `earlier` summary, if any)."""
+    """A summary of `messages` (after the `earlier` summary, if any), asked of the model a
+    piece at a time: each piece of at most `chunk_tokens` with the summary so far."""
+    text = earlier.text if earlier is not None else None
+    total: Usage | None = None
+    for piece in _pieces(messages, chunk_tokens(policy)):
+        text, usage = await _summarise_piece(model, policy, text, piece)
+        if usage is not None:
+            total = usage if total is None else total + usage
+    assert text is not None
+    return text, total
+
+
+def chunk_tokens(policy: Compaction) -> int:
+    """How much conversation one summary request carries (the threshold: it fit before)."""
+    return max(policy.threshold, 2000)
+
+
+def _pieces(messages: list[Message], limit: int) -> list[list[Message]]:
+    pieces: list[list[Message]] = [[]]
+    size = 0
+    for message in messages:
+        tokens = estimate_tokens([message])
+        if pieces[-1] and size + tokens > limit:
+            pieces.append([])
+            size = 0
+        pieces[-1].append(message)
+        size += tokens
+    return pieces
+
+
+async def _summarise_piece(
+    model: Model, policy: Compaction, so_far: str | None, messages: list[Message]
+) -> tuple[str, Usage | None]:
     record: dict[str, Any] = {"conversation": [_transcribed(m) for m in messages]}
-    if earlier is not None:
-        record = {"summary_so_far": earlier.text, **record}
+    if so_far is not None:
+        record = {"summary_so_far": so_far, **record}
     request = ModelRequest(
         [
             {

@@ -69,3 +69,7 @@ def validation_problems(
         else:
             problems.append(wrong(where, err["msg"].removeprefix("Value error, ")))
     return "; ".join(problems)
+
+
+class CompactionError(WebAgentsError):
+    """A conversation could not be summarised (the summary model failed or said nothing)."""

@@ -30,7 +30,7 @@ log = logging.getLogger("webagents.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 RECHECK_SECONDS = 1.0
 """How stale the index may be about a file edited in place (which changes neither the
 namespace's generation nor its folder): a namespace is checked file by file this often."""
@@ -54,6 +54,7 @@ CREATE TABLE notes (
     UNIQUE (namespace, key)
 );
 CREATE INDEX notes_by_time ON notes (namespace, kind, updated);
+CREATE TABLE seen (namespace TEXT PRIMARY KEY, generation INTEGER, folder_mtime_ns INTEGER);
 CREATE VIRTUAL TABLE notes_fts USING fts5(
     key, description, content, nsid, content='notes', content_rowid='id', tokenize='unicode61'
 );
@@ -113,6 +114,7 @@ class MemoryIndex:
         """
         with self._lock:
             reused = self._load_cache()
+            changed = not reused
             with self._db:
                 self._seen.clear()
                 self._checked.clear()
@@ -126,8 +128,20 @@ class MemoryIndex:
                     ).fetchall()
                     for (row_id,) in stale:
                         self._delete(row_id)
+                    cached = {
+                        ns: (generation, mtime)
+                        for ns, generation, mtime in self._db.execute("SELECT * FROM seen")
+                    }
                     for namespace in present:
-                        self._reconcile(namespace, self.state(namespace))
+                        state = self.state(namespace)
+                        if cached.get(namespace) == state:
+                            # Nothing added or removed since the cache was written: its rows
+                            # stand, and the first query checks the files one by one.
+                            self._seen[namespace] = state
+                        else:
+                            self._reconcile(namespace, state)
+                            changed = True
+                    changed = changed or bool(stale)
                 else:
                     for namespace in present:
                         state = self.state(namespace)
@@ -140,7 +154,13 @@ class MemoryIndex:
                         self._seen[namespace] = state
                         self._checked[namespace] = time.monotonic()
                     self._db.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
-            self._save_cache()
+                self._db.execute("DELETE FROM seen")
+                self._db.executemany(
+                    "INSERT INTO seen VALUES (?, ?, ?)",
+                    [(ns, *state) for ns, state in self._seen.items()],
+                )
+            if changed:
+                self._save_cache()
         for problem in self.all_problems():
             log.warning("memory: %s (left as it is)", problem)
 
@@ -209,7 +229,7 @@ class MemoryIndex:
     def _reconcile(self, namespace: str, state: tuple[int, int]) -> None:
         """Bring one namespace's rows in line with its files (changed files are read)."""
         indexed = {
-            key: (row_id, FileState(size, mtime, ino, ctime))
+            key: (row_id, (size, mtime, ino, ctime))
             for row_id, key, size, mtime, ino, ctime in self._db.execute(
                 "SELECT id, key, size, mtime_ns, ino, ctime_ns FROM notes WHERE namespace = ?",
                 (namespace,),
@@ -236,13 +256,13 @@ class MemoryIndex:
         self._seen[namespace] = state
         self._checked[namespace] = time.monotonic()
 
-    def _load(self, namespace: str, key: str, path: Path, state: FileState) -> Note | None:
+    def _load(self, namespace: str, key: str, path: str, state: FileState) -> Note | None:
         try:
             return self.store.load(namespace, key, path, state)
         except FileNotFoundError:  # forgotten by another process meanwhile: simply gone
             return None
         except (NoteFormatError, OSError) as exc:
-            self.problems.setdefault(namespace, []).append(Problem(path, str(exc)))
+            self.problems.setdefault(namespace, []).append(Problem(Path(path), str(exc)))
             return None
 
     def apply(self, namespace: str, key: str, change: Change, before: tuple[int, int]) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -144,12 +144,40 @@ def _read_front(front: str) -> dict[str, Any] | None:
     return meta
 
 
+_WRITTEN = re.compile(r"---\ndescription: ([^\n]*)\nupdated: ([^\n]*)\n(?:kind: (episode)\n)?---\n")
+"""The front matter exactly as `Note.render` writes it (a start reads a hundred thousand)."""
+
+
+def _written_scalar(value: str) -> str | None:
+    """A scalar as `_scalar` writes it, read back; None for anything else."""
+    if value.startswith('"'):
+        inner = value[1:-1]
+        if len(value) >= 2 and value.endswith('"') and "\\" not in inner and '"' not in inner:
+            return inner  # a JSON string without escapes is its own text
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+        return decoded if isinstance(decoded, str) else None
+    if _PLAIN.fullmatch(value) and value.lower() not in _YAML_WORDS:
+        return value
+    return None
+
+
 def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
     """A note from its file's bytes; NoteFormatError says what is wrong."""
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise NoteFormatError(f"not valid UTF-8 (byte {exc.start})") from None
+    written = _WRITTEN.match(text)
+    if written is not None:
+        description = _written_scalar(written.group(1))
+        updated = _written_scalar(written.group(2))
+        if description is not None and updated:
+            kind = written.group(3) or "note"
+            body = text[written.end() :]
+            return Note(namespace, key, body, one_line(description), updated, kind)
 
     def modified() -> str:
         return datetime.fromtimestamp(mtime, UTC).isoformat()
@@ -181,7 +209,7 @@ def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
     return Note(namespace, key, body, one_line(description), str(updated), kind)
 
 
-def _read_plain(path: Path) -> tuple[bytes, os.stat_result]:
+def _read_plain(path: str | Path) -> tuple[bytes, os.stat_result]:
     """A note file's bytes: a plain file, never through a symbolic link (which could lead to
     another caller's note or anywhere else) nor a pipe or device (which could block)."""
     try:
@@ -194,8 +222,13 @@ def _read_plain(path: Path) -> tuple[bytes, os.stat_result]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise NoteFormatError("not a plain file")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(), info
+        data = os.read(fd, info.st_size + 1)
+        if len(data) > info.st_size:  # it grew while being read: read the rest
+            parts = [data]
+            while chunk := os.read(fd, 65536):
+                parts.append(chunk)
+            data = b"".join(parts)
+        return data, info
     finally:
         os.close(fd)
 
@@ -209,10 +242,10 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
-@dataclass(frozen=True, slots=True)
-class FileState:
+class FileState(NamedTuple):
     """What tells a file's versions apart without reading it. The ctime and the inode too:
-    an edit can keep the size and put the old mtime back (cp -p, rsync -t), never the ctime."""
+    an edit can keep the size and put the old mtime back (cp -p, rsync -t), never the ctime.
+    (A tuple: a start compares a hundred thousand of them.)"""
 
     size: int
     mtime_ns: int
@@ -242,13 +275,17 @@ class NoteStore:
         self.root = root
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._folders: dict[str, Path] = {}
         self._ready: set[str] = set()
         """Namespaces whose folder, marker and lock file this process has made sure of."""
 
     # -- where ------------------------------------------------------------------------------
 
     def folder(self, namespace: str) -> Path:
-        return namespace_folder(self.root, namespace)
+        found = self._folders.get(namespace)
+        if found is None:
+            found = self._folders[namespace] = namespace_folder(self.root, namespace)
+        return found
 
     def namespaces(self) -> list[str]:
         """Every namespace that has a folder: owner, shared, then each caller's."""
@@ -282,10 +319,10 @@ class NoteStore:
             return None
         return parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
 
-    def files(self, namespace: str) -> dict[str, tuple[Path, FileState]]:
-        """The note files of a namespace, by key, with their size and mtime."""
+    def files(self, namespace: str) -> dict[str, tuple[str, FileState]]:
+        """The note files of a namespace, by key, with their path and state."""
         folder = self.folder(namespace)
-        found: dict[str, tuple[Path, FileState]] = {}
+        found: dict[str, tuple[str, FileState]] = {}
         if folder.is_symlink():
             return found  # a namespace folder is a real folder, never a link elsewhere
         try:
@@ -299,10 +336,13 @@ class NoteStore:
                 info = entry.stat(follow_symlinks=False)
             except FileNotFoundError:  # forgotten by another process meanwhile
                 continue
-            found[entry.name[:-3]] = (Path(entry.path), FileState.of(info))
+            found[entry.name[:-3]] = (
+                entry.path,
+                FileState(info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns),
+            )
         return found
 
-    def load(self, namespace: str, key: str, path: Path, state: FileState) -> Note:
+    def load(self, namespace: str, key: str, path: str | Path, state: FileState) -> Note:
         """Parse one file found by `files`; NoteFormatError when it cannot be read."""
         if not is_key(key):
             raise NoteFormatError("the file name is not a valid key (a-z 0-9 . _ -, 1-64)")
@@ -328,8 +368,8 @@ class NoteStore:
                 raise FileExistsError(path)
             self._refuse_unreadable(namespace, key, path)
             note = Note(namespace, key, content, one_line(description), now(), kind)
-            atomic_write(path, note.render().encode("utf-8"))
-            info = path.stat()
+            atomic_write(path, note.render().encode("utf-8"), locked=True)
+            info = os.stat(path)
             generation = _bump(lock_fd)
             return Change(
                 generation,

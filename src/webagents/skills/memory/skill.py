@@ -266,7 +266,15 @@ class MemorySkill(Skill[MemorySettings]):
     # -- episodes (M10) -----------------------------------------------------------------------
 
     async def on_compacted(self, ctx: Context, summary: Summary) -> None:
-        key = await self.keep_episode(ctx, summary.text)
+        """Keep the summary as an episode (M10), for a conversation that is kept: one
+        without a session would be summarised afresh at every request, and kept as often."""
+        if not ctx.prompt_kept:
+            return
+        try:
+            key = await self.keep_episode(ctx, summary.text)
+        except (ToolError, OSError) as exc:  # the summary still serves the conversation
+            log.warning("memory: the summary was not kept as an episode (%s)", exc)
+            return
         if key is not None:
             log.info("memory: kept the summary as %s", key)
 
