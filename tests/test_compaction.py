@@ -493,3 +493,31 @@ async def test_c2_chat_compact_that_fails_says_so_and_the_chat_goes_on() -> None
         in lines
     )
     assert lines.count("ok") == 3  # the chat went on
+
+
+async def test_c1_summaries_use_the_compaction_model_when_one_is_named() -> None:
+    from webagents import Skill
+    from webagents.model import Model
+
+    cheap = FunctionModel(summary_of, name="cheap")
+
+    class Models(Skill):  # type: ignore[type-arg]
+        name = "models"
+
+        def model_for(self, model: str | None) -> Model | None:
+            return cheap if model == "openai/cheap" else None
+
+    main = FunctionModel(lambda r: "ok")
+    agent = Agent(
+        "a",
+        skills=[Models()],
+        model=main,
+        compaction=Compaction(300, keep_messages=2, model="openai/cheap"),
+    )
+    conversation = await agent.start(messages=_long_history(8))
+    await conversation.send("go")
+    assert [is_summary_request(r) for r in cheap.requests] == [True]
+    assert not any(is_summary_request(r) for r in main.requests)
+    missing = Agent("b", model=main, compaction=Compaction(300, model="openai/nowhere"))
+    with pytest.raises(Exception, match="no skill that provides 'openai/nowhere'"):
+        await (await missing.start(messages=_long_history(8))).compact()

@@ -147,3 +147,31 @@ def _search_skill() -> Any:
         skill.index.rebuild()
         _SEARCH_SKILL.append(skill)
     return _SEARCH_SKILL[0]
+
+
+_LINE = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r\x85\u2028\u2029"),
+    max_size=60,
+)
+
+
+@given(description=_LINE, updated=_LINE.filter(bool), kind=st.sampled_from(["note", "episode"]))
+def test_m7_the_fast_reading_of_written_notes_agrees_with_yaml(
+    description: str, updated: str, kind: str
+) -> None:
+    """Notes the agent writes are read without a YAML parser; what that reads must be what a
+    YAML parser reads, for any description and time."""
+    import yaml
+
+    from webagents.skills.memory.notes import Note, one_line, parse_note
+
+    description = one_line(description)
+    note = Note("owner", "k", "the body\n", description, updated, kind)
+    text = note.render()
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front == {
+        "description": description,
+        "updated": updated,
+        **({"kind": kind} if kind != "note" else {}),
+    }
+    assert parse_note(text.encode(), namespace="owner", key="k", mtime=0) == note

@@ -110,7 +110,9 @@ class Note:
 # Front matter is YAML. What the agent writes it writes in a small regular form, which is read
 # back without a YAML parser (a YAML parse costs more than the rest of a write, and a start-up
 # reads every note); anything else (a hand edit) goes to the YAML parser.
-_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ,._()/&+-]*$")
+_PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9 ,._()/&+-]*$")
+"""A scalar YAML reads as the same text: a letter first (so never a number or a date), and
+none of the characters YAML gives a meaning; its few words (yes, off, null...) aside."""
 _FIELD = re.compile(r"^([a-z_]+): (.*)$")
 
 
@@ -118,7 +120,12 @@ def _scalar(value: str) -> str:
     """A YAML scalar for `value`: plain when that reads back the same, else double-quoted."""
     if _PLAIN.fullmatch(value) and not value.endswith(" ") and value.lower() not in _YAML_WORDS:
         return value
-    return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted one
+    quoted = json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted one
+    if not quoted.isprintable():  # YAML refuses raw control characters: escape them
+        quoted = "".join(
+            ch if ch.isprintable() or ord(ch) > 0xFFFF else f"\\u{ord(ch):04x}" for ch in quoted
+        )
+    return quoted
 
 
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
