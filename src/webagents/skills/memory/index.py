@@ -265,12 +265,9 @@ class MemoryIndex:
             self.problems.setdefault(namespace, []).append(Problem(Path(path), str(exc)))
             return None
 
-    def apply(self, namespace: str, key: str, change: Change, before: tuple[int, int]) -> None:
-        """Record this process's own write or forget without rescanning the namespace.
-
-        `before` is the namespace's state read before the change: if nothing else changed
-        in between (the generation moved by exactly one), the index stays current.
-        """
+    def apply(self, namespace: str, key: str, change: Change) -> None:
+        """Record this process's own write or forget without rescanning the namespace: if
+        the index was current right before the change, it is current after it."""
         with self._lock, self._db:
             for (row_id,) in self._db.execute(
                 "SELECT id FROM notes WHERE namespace = ? AND key = ?", (namespace, key)
@@ -278,7 +275,7 @@ class MemoryIndex:
                 self._delete(row_id)
             if change.note is not None and change.state is not None:
                 self._insert(change.note, change.state)
-            if self._seen.get(namespace) == before and change.generation == before[0] + 1:
+            if self._seen.get(namespace) == change.before:
                 self._seen[namespace] = (change.generation, change.folder_mtime_ns)
 
     def _insert(self, note: Note, state: FileState) -> None:

@@ -273,6 +273,8 @@ class Change:
     """The namespace folder's mtime right after the change, read under the lock."""
     note: Note | None
     state: FileState | None
+    before: tuple[int, int] = (0, 0)
+    """The namespace's (generation, folder mtime) right before the change, under the lock."""
 
 
 class NoteStore:
@@ -374,16 +376,12 @@ class NoteStore:
             if create and os.path.lexists(path):
                 raise FileExistsError(path)
             self._refuse_unreadable(namespace, key, path)
+            before = _generation(lock_fd), os.stat(folder).st_mtime_ns
             note = Note(namespace, key, content, one_line(description), now(), kind)
             atomic_write(path, note.render().encode("utf-8"), locked=True)
             info = os.stat(path)
             generation = _bump(lock_fd)
-            return Change(
-                generation,
-                folder.stat().st_mtime_ns,
-                note,
-                FileState.of(info),
-            )
+            return Change(generation, os.stat(folder).st_mtime_ns, note, FileState.of(info), before)
 
     def forget(self, namespace: str, key: str) -> Change | None:
         """Remove a note; None when there was none."""
@@ -392,9 +390,10 @@ class NoteStore:
             if not os.path.lexists(path):
                 return None
             self._refuse_unreadable(namespace, key, path)
+            before = _generation(lock_fd), os.stat(folder).st_mtime_ns
             path.unlink()
             generation = _bump(lock_fd)
-            return Change(generation, folder.stat().st_mtime_ns, None, None)
+            return Change(generation, os.stat(folder).st_mtime_ns, None, None, before)
 
     def _refuse_unreadable(self, namespace: str, key: str, path: Path) -> None:
         try:
@@ -428,8 +427,15 @@ class NoteStore:
                 os.close(fd)
 
 
+def _generation(lock_fd: int) -> int:
+    try:
+        return int(os.pread(lock_fd, 32, 0).strip() or b"0")
+    except ValueError:
+        return 0
+
+
 def _bump(lock_fd: int) -> int:
     """Add one to the namespace's generation, kept in its lock file (a hint, not data)."""
-    current = int(os.pread(lock_fd, 32, 0).strip() or b"0")
+    current = _generation(lock_fd)
     os.pwrite(lock_fd, b"%020d" % (current + 1), 0)  # fixed width: no truncation needed
     return current + 1

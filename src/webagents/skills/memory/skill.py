@@ -224,11 +224,10 @@ class MemorySkill(Skill[MemorySettings]):
                 f"a description is one line of at most {MAX_DESCRIPTION_CHARS} "
                 "characters; put the rest in the content"
             )
-        before = self.index.state(target)
         # In the event loop, not a thread: a note write (fsync included) takes about a
         # millisecond and a thread hand-off costs nearly as much again (bench/memory.py).
         change = self.store.write(target, key, content, description, kind=kind, create=create)
-        self.index.apply(target, key, change, before)
+        self.index.apply(target, key, change)
         assert change.note is not None
         return {"saved": key, "namespace": target, "updated": change.note.updated}
 
@@ -236,11 +235,10 @@ class MemorySkill(Skill[MemorySettings]):
         rights = rights_of(ctx.caller)
         target = self._writable(rights, namespace)
         check_key(key, episode=True)
-        before = self.index.state(target)
         change = self.store.forget(target, key)
         if change is None:
             raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
-        self.index.apply(target, key, change, before)
+        self.index.apply(target, key, change)
         return {"forgot": key, "namespace": target}
 
     async def list(self, ctx: Context, namespace: str | None = None) -> Any:
