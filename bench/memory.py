@@ -27,6 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _timing
+from _timing import median_ms
+
 from webagents import Agent, Caller
 from webagents.context import AgentInfo, Context
 from webagents.skills.memory import MemorySkill, rights_of
@@ -90,15 +93,6 @@ def bare_atomic_write(path: Path, data: bytes) -> None:
     os.close(folder)
 
 
-def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1000
-
-
 def run_now(coroutine: Any) -> Any:
     """Run a coroutine that never waits (memory_write does its work in the event loop) without
     the cost of starting a loop, which would be counted against it."""
@@ -125,15 +119,7 @@ def interleaved_ms(
 
 
 def amedian_ms(fn: Callable[[], Any], repeat: int) -> float:
-    async def run() -> float:
-        times = []
-        for _ in range(repeat):
-            began = time.perf_counter()
-            await fn()
-            times.append(time.perf_counter() - began)
-        return statistics.median(times) * 1000
-
-    return asyncio.run(run())
+    return asyncio.run(_timing.amedian_ms(fn, repeat))
 
 
 def peak_mb(fn: Callable[[], Any]) -> tuple[float, float]:

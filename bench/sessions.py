@@ -19,14 +19,13 @@ import json
 import os
 import platform
 import random
-import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+from _timing import amedian_ms, median_ms
 
 from webagents import Agent, Caller
 from webagents._files import atomic_write
@@ -67,24 +66,6 @@ def conversation(size: int, rng: random.Random) -> list[dict[str, Any]]:
 
 def text(rng: random.Random, words: list[str], count: int) -> str:
     return " ".join(rng.choices(words, k=count)) + "."
-
-
-async def amedian_ms(fn: Callable[[], Awaitable[Any]], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        await fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1000
-
-
-def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1000
 
 
 async def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]:
