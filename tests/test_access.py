@@ -151,10 +151,14 @@ async def test_a1_no_verifiers_means_every_credential_fails() -> None:
     assert await verifier.caller(None, {}) == Caller.anonymous()
     assert await verifier.caller("Bearer anonymous", {}) == Caller.anonymous()
     assert await verifier.caller("Bearer ", {}) == Caller.anonymous()
-    with pytest.raises(Unauthorized, match="not valid for this agent"):
-        await verifier.caller("Bearer anything", {})
-    with pytest.raises(Unauthorized, match="not valid for this agent"):
-        await verifier.caller("Bearer a.b.c", {})
+    says = (
+        "this agent verifies no one (its AGENT.md has no access: block): call it with no "
+        'Authorization header, or with api_key "anonymous"'
+    )
+    for credential in ("Bearer anything", "Bearer a.b.c", "Bearer sk-a-real-openai-key"):
+        with pytest.raises(Unauthorized) as caught:
+            await verifier.caller(credential, {})
+        assert str(caught.value) == says
 
 
 def test_describe_names_what_is_verified_without_secrets() -> None:

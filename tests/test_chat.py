@@ -202,7 +202,7 @@ async def test_s2_resume_by_id_latest_and_refusals(tmp_path: Path) -> None:
     assert shown.splitlines()[1:] == [
         "no kept conversation nope; /resume lists them",
         "no kept conversation ../x; /resume lists them",
-        "no kept conversation 99; /resume lists them",
+        "there is no conversation 99 in the list (1 to 2); /resume lists them",
     ]
 
 

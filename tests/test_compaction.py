@@ -521,3 +521,21 @@ async def test_c1_summaries_use_the_compaction_model_when_one_is_named() -> None
     missing = Agent("b", model=main, compaction=Compaction(300, model="openai/nowhere"))
     with pytest.raises(Exception, match="no skill that provides 'openai/nowhere'"):
         await (await missing.start(messages=_long_history(8))).compact()
+
+
+async def test_c2_the_offline_models_summaries_are_short() -> None:
+    from webagents.testing import OfflineModel
+
+    agent = Agent("a", model=OfflineModel(), compaction=Compaction(300, keep_messages=2))
+    conversation = await agent.start(messages=_long_history(40))
+    await conversation.send("go on")
+    assert conversation.summary is not None
+    assert conversation.summary.text.startswith("(offline summary) Earlier, it was said: ")
+    assert len(conversation.summary.text) <= 300
+
+
+def test_an_agents_folder_may_be_given_as_text(tmp_path: Path) -> None:
+    memory = MemorySkill()
+    agent = Agent("a", skills=[memory], model=ScriptedModel(), directory=str(tmp_path))
+    assert agent.directory == tmp_path
+    assert memory.store.root == tmp_path / ".webagents" / "memory"

@@ -208,6 +208,11 @@ class AccessVerifier:
             return Caller.verified(identity)
         if token.count(".") == 2 and self._issuers:
             return await self._jwt_caller(token)
+        if not self.configured:
+            raise Unauthorized(
+                "this agent verifies no one (its AGENT.md has no access: block): call it "
+                'with no Authorization header, or with api_key "anonymous"'
+            )
         raise Unauthorized("the bearer token is not valid for this agent")
 
     async def _jwt_caller(self, token: str) -> Caller:

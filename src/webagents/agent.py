@@ -57,7 +57,7 @@ class Agent:
         model_name: str | None = None,
         description: str = "",
         max_turns: int = DEFAULT_MAX_TURNS,
-        directory: Path | None = None,
+        directory: str | Path | None = None,
         profile: str | None = None,
         compaction: Compaction | None = None,
     ) -> None:
@@ -68,7 +68,8 @@ class Agent:
         self.description = description
         self.model_name = model_name
         self.max_turns = max_turns
-        self.info = AgentInfo(name=name, directory=directory, profile=profile)
+        folder = Path(directory) if directory is not None else None
+        self.info = AgentInfo(name=name, directory=folder, profile=profile)
         self.skills: list[Skill[Any]] = list(skills)
         function_tools = [as_tool(fn) for fn in tools]
         if function_tools:
@@ -293,7 +294,8 @@ class Conversation:
         if prompt_tokens(self.system_prompt, shown, tools, None) >= policy.threshold:
             log.warning(
                 "agent %r: the conversation is still over its compaction threshold (%d) "
-                "after a summary: its system prompt, tools and newest turn alone pass it",
+                "after a summary: the summary, the system prompt, the tools and the newest "
+                "turn together pass it (a larger threshold, or a smaller keep, would help)",
                 self.agent.name,
                 policy.threshold,
             )

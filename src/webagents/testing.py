@@ -225,6 +225,14 @@ OFFLINE_NOTICE = (
 
 
 def _offline_reply(request: ModelRequest) -> Reply:
+    from .compaction import SUMMARISER
+
+    first: Message = request.messages[0] if request.messages else {}
+    if str(first.get("content") or "").startswith(SUMMARISER):  # asked for a summary
+        said = re.findall(
+            r'"content": "((?:[^"\\]|\\.){0,60})', str(request.messages[-1]["content"])
+        )
+        return Reply("(offline summary) Earlier, it was said: " + "; ".join(said[:5])[:300])
     last: Message = request.messages[-1] if request.messages else {}
     if last.get("role") == "tool":
         return Reply(f"Done. The tool said: {str(last.get('content'))[:300]}")

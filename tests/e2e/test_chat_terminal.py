@@ -270,6 +270,11 @@ def test_s2_resume_options_on_the_command_line(tmp_path: Path, server: ScriptedS
 
     unknown = chat("chat", str(folder), "--resume", "no-such-id", typed="")
     assert "no kept conversation no-such-id; /resume lists them" in unknown.stdout
+    assert unknown.returncode == 1  # no new conversation started in its place
+    assert unknown.stderr == (
+        "error: no kept conversation 'no-such-id' to resume: `webagents chat PATH --resume` "
+        "lists them\n"
+    )
 
     both = chat("chat", str(folder), "--resume", kept.stem, "-c")
     assert both.returncode == 2

@@ -679,3 +679,17 @@ def test_json_that_cannot_be_read_is_400_not_500(served: tuple[Process, Path]) -
             f"the request body is not valid JSON: {reason}",
             "invalid_json",
         )
+
+
+def test_the_agent_route_needs_no_model_field(served: tuple[Process, Path]) -> None:
+    process, _ = served
+    owner = {"Authorization": f"Bearer {KEYS['HELPER_OWNER_KEY']}"}
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    answer = _post(process, body, owner, "/agents/helper/chat/completions")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == "helper"
+    missing = _post(process, body, owner)  # /v1 needs it: it names the agent there
+    assert missing.status_code == 400
+    assert missing.json()["error"]["message"] == (
+        "invalid request: model: the agent's name is required"
+    )

@@ -138,6 +138,7 @@ class ChatApp:
         found = agent.skill(SessionSkill.name)
         self.sessions = found if isinstance(found, SessionSkill) else None
         self._line_open = False
+        self.resume_failed = False
         self.commands: dict[str, tuple[str, Callable[[str], Awaitable[bool]]]] = {
             "help": ("show the commands", self._help),
             "new": ("start a new conversation", self._new),
@@ -176,6 +177,11 @@ class ChatApp:
             self.console.print(f"[yellow]{escape(self.notice)}[/yellow]")
         if resume is not None:
             await self._command(f"/resume {resume}")
+            if self.resume_failed and resume not in ("", "latest"):
+                raise WebAgentsError(
+                    f"no kept conversation {resume!r} to resume: `webagents chat PATH "
+                    "--resume` lists them"
+                )
         while True:
             try:
                 line = await self.reader.read("> ")
@@ -248,7 +254,10 @@ class ChatApp:
         store = self.sessions.store
         recent = store.recent(OWNER_NAMESPACE)
         for problem in store.problems:
-            self.console.print(f"[yellow]skipped:[/yellow] {escape(problem)}", soft_wrap=True)
+            self.console.print(
+                f"[yellow]skipped:[/yellow] {escape(problem)} (remove it to forget it)",
+                soft_wrap=True,
+            )
         if not recent:
             self.console.print("[dim]no kept conversations yet[/dim]")
             return True
@@ -268,9 +277,16 @@ class ChatApp:
         chosen = _chosen(choice, recent)
         session = store.load(OWNER_NAMESPACE, chosen) if chosen else None
         if session is None:
-            self.console.print(
-                f"[red]no kept conversation {escape(choice)}[/red]; /resume lists them"
-            )
+            if choice.isdigit() and len(choice) < 4:
+                self.console.print(
+                    f"[red]there is no conversation {escape(choice)} in the list[/red] "
+                    f"(1 to {len(recent)}); /resume lists them"
+                )
+            else:
+                self.console.print(
+                    f"[red]no kept conversation {escape(choice)}[/red]; /resume lists them"
+                )
+            self.resume_failed = True
             return True
         self.conversation = await self.agent.start(
             Caller.owner(),

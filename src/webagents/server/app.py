@@ -95,6 +95,7 @@ def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
         served = _agent(host, name)
         caller = await _verify(served, request)
         data = parse_json(await request.body())
+        data.setdefault("model", name)  # the path names the agent; `model` may be left out
         return await _answer(request, served, caller, validate_request(data))
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

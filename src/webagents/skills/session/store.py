@@ -273,9 +273,11 @@ class LocalSessionStore:
             os.close(fd)
 
 
-def read_session(path: Path) -> tuple[SessionFile, Version] | None:
-    """The conversation kept at `<id>.json`, its journal applied, and its version; None when
-    there is none. SessionError (and the files left as they are) when either is damaged."""
+def read_session(path: str | Path) -> tuple[SessionFile, Version] | None:
+    """The conversation kept at `<id>.json` (a dict of the `SessionFile` shape), its journal
+    applied, and its version; None when there is none. SessionError (and the files left as
+    they are) when either is damaged."""
+    path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
