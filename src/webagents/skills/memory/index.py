@@ -12,6 +12,7 @@ as a quoted phrase, and the namespaces a caller may read are bound parameters.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -85,6 +86,7 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(f'"{word}"' for word in words) or None
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_id(namespace: str) -> str:
     """One FTS token per namespace, so a query is narrowed to the readable ones by the index
     itself (the exact namespace is still checked on every row)."""
