@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from webagents.home import sessions_dir
-from webagents.skills.session import LocalSessionStore, SessionError, new_session
+from webagents.skills.session import LocalSessionStore, SessionError, SessionFile, new_session
 from webagents.skills.session.store import agent_folder_name, caller_hash
 
 ALICE = "caller:alice@example.com"
@@ -196,13 +196,18 @@ def test_s6_a_record_cut_short_by_a_crash_was_never_kept(tmp_path: Path) -> None
     assert store.load(ALICE, "s1")["messages"] == session["messages"]  # type: ignore[index]
 
 
-def test_s7_a_damaged_journal_is_reported_and_never_overwritten(tmp_path: Path) -> None:
-    store = _store(tmp_path)
+def _kept_with_a_journal(store: LocalSessionStore) -> tuple[SessionFile, Path]:
+    """Alice's `s1`: its first turn written whole, its second appended to the journal."""
     session = new_session("s1", "helper", _turn(0))
     version = store.save(ALICE, session)
     session["messages"] = [*_turn(0), *_turn(1)]
     store.save(ALICE, session, since=version)
-    journal = store.path(ALICE, "s1").with_name(".s1.journal")
+    return session, store.path(ALICE, "s1").with_name(".s1.journal")
+
+
+def test_s7_a_damaged_journal_is_reported_and_never_overwritten(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session, journal = _kept_with_a_journal(store)
     journal.write_bytes(journal.read_bytes() + b"my own line\n")
     before = (journal.read_bytes(), store.path(ALICE, "s1").read_bytes())
     with pytest.raises(SessionError, match=r"\.s1\.journal:2 is not a session record"):
@@ -215,11 +220,7 @@ def test_s7_a_damaged_journal_is_reported_and_never_overwritten(tmp_path: Path) 
 def test_s6_records_from_before_the_last_whole_write_are_skipped(tmp_path: Path) -> None:
     """A crash after the conversation was written whole, before its journal was removed."""
     store = _store(tmp_path)
-    session = new_session("s1", "helper", _turn(0))
-    version = store.save(ALICE, session)
-    session["messages"] = [*_turn(0), *_turn(1)]
-    store.save(ALICE, session, since=version)
-    journal = store.path(ALICE, "s1").with_name(".s1.journal")
+    session, journal = _kept_with_a_journal(store)
     stale = journal.read_bytes()
     session["messages"] = _turn(7)
     store.save(ALICE, session)  # whole: generation 1

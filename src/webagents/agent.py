@@ -160,7 +160,8 @@ class Agent:
                     system_prompt = restored.system_prompt
                 summary = restored.summary
                 break
-        if summary is not None and not summary.fits(list(messages)):
+        history = list(messages)
+        if summary is not None and not summary.fits(history):
             summary = None  # the client changed what it summarised: summarise afresh
         if system_prompt is None:
             system_prompt = await self.build_system_prompt(ctx)
@@ -172,7 +173,7 @@ class Agent:
                         f"two skills of agent {self.name!r} offer a tool named {tool.name!r}"
                     )
                 tools[tool.name] = tool
-        return Conversation(self, ctx, system_prompt, tools, list(messages), summary)
+        return Conversation(self, ctx, system_prompt, tools, history, summary)
 
     async def build_system_prompt(self, ctx: Context) -> str:
         parts = [self.instructions.strip()]

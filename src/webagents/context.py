@@ -44,6 +44,7 @@ class Context:
     """The request's metadata as the client sent it (served requests), else empty."""
     state: dict[str, Any] = field(default_factory=dict)
     """Per-conversation state; a skill keeps its own under its name."""
-    prompt_kept: bool = False
-    """Set (in on_conversation_start) by a skill that keeps this conversation with its system
-    prompt, so that other skills need not keep snapshots of their own parts of it."""
+    kept: bool = False
+    """Set (in on_conversation_start) by a skill that keeps this conversation: its messages,
+    system prompt and summary. Other skills then keep no snapshots of their own parts of it,
+    and what is worth keeping once per conversation (an episode) is kept."""

@@ -229,9 +229,8 @@ def _offline_reply(request: ModelRequest) -> Reply:
 
     first: Message = request.messages[0] if request.messages else {}
     if str(first.get("content") or "").startswith(SUMMARISER):  # asked for a summary
-        said = re.findall(
-            r'"content": "((?:[^"\\]|\\.){0,60})', str(request.messages[-1]["content"])
-        )
+        record = json.loads(str(request.messages[-1]["content"]).split("\n", 1)[1])
+        said = [str(m["content"])[:60] for m in record["conversation"] if m.get("content")]
         return Reply("(offline summary) Earlier, it was said: " + "; ".join(said[:5])[:300])
     last: Message = request.messages[-1] if request.messages else {}
     if last.get("role") == "tool":

@@ -28,11 +28,12 @@ from rich.markup import escape
 from .._loop import Compacted, ToolCallFinished, ToolCallStarted, TurnResult
 from ..agent import Agent, Conversation
 from ..agent_file import load_agent
-from ..caller import OWNER_NAMESPACE, Caller
+from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
 from ..skills.base import SlashCommand
+from ..skills.memory.rights import rights_of
 from ..skills.session import SessionSkill, SessionSummary
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -252,7 +253,9 @@ class ChatApp:
             )
             return True
         store = self.sessions.store
-        recent = store.recent(OWNER_NAMESPACE)
+        owner = rights_of(Caller.owner()).conversations  # the person at the terminal
+        assert owner is not None
+        recent = store.recent(owner)
         for problem in store.problems:
             self.console.print(
                 f"[yellow]skipped:[/yellow] {escape(problem)} (remove it to forget it)",
@@ -275,7 +278,7 @@ class ChatApp:
             if not choice:
                 return True
         chosen = _chosen(choice, recent)
-        session = store.load(OWNER_NAMESPACE, chosen) if chosen else None
+        session = store.load(owner, chosen) if chosen else None
         if session is None:
             if choice.isdigit() and len(choice) < 4:
                 self.console.print(

@@ -273,7 +273,7 @@ class Change:
     """The namespace folder's mtime right after the change, read under the lock."""
     note: Note | None
     state: FileState | None
-    before: tuple[int, int] = (0, 0)
+    before: tuple[int, int]
     """The namespace's (generation, folder mtime) right before the change, under the lock."""
 
 

@@ -149,7 +149,7 @@ class MemorySkill(Skill[MemorySettings]):
 
     def _snapshot_path(self, rights: Rights, ctx: Context) -> Path | None:
         conversation = ctx.conversation_id
-        if ctx.prompt_kept:
+        if ctx.kept:
             return None  # the session keeps the whole prompt of this conversation
         if rights.own is None or conversation is None or not is_conversation_id(conversation):
             return None
@@ -266,7 +266,7 @@ class MemorySkill(Skill[MemorySettings]):
     async def on_compacted(self, ctx: Context, summary: Summary) -> None:
         """Keep the summary as an episode (M10), for a conversation that is kept: one
         without a session would be summarised afresh at every request, and kept as often."""
-        if not ctx.prompt_kept:
+        if not ctx.kept:
             return
         try:
             key = await self.keep_episode(ctx, summary.text)

@@ -10,7 +10,6 @@ through this skill too: it adds one to an agent whose file has none.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,8 +26,6 @@ from .store import LocalSessionStore, SessionFile, Version, new_session, title_o
 if TYPE_CHECKING:
     from ..._loop import TurnResult
     from ...agent import Conversation
-
-log = logging.getLogger("webagents.session")
 
 
 class SessionSettings(BaseModel):
@@ -104,7 +101,7 @@ class SessionSkill(Skill[SessionSettings]):
         found = self.store.open(namespace, ctx.conversation_id)  # SessionError if damaged
         session, version = found if found else (None, None)
         ctx.state[self.name] = _Kept(namespace, ctx.conversation_id, session, version)
-        ctx.prompt_kept = True
+        ctx.kept = True
 
     async def restore(self, ctx: Context) -> Restored | None:
         kept = _kept(ctx)
