@@ -304,6 +304,29 @@ def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: st
     assert parse_note(text.encode(), namespace="owner", key="k", mtime=0) == note
 
 
+async def test_m9_a_start_without_a_cache_indexes_every_note_batch_by_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start reads the files in batches while a second thread indexes the previous batch's
+    text: every note is found, whichever batch it fell in, and a broken file is reported."""
+    _, skill = memory_agent(tmp_path / "keeper")
+    writers = (OWNER, ALICE, BOB)
+    for n in range(11):
+        caller = writers[n % 3]
+        await use(skill, caller, "memory_write", key=f"n{n}", content=f"word{n} in note {n}")
+    (skill.store.folder(ALICE.namespace) / "broken.md").write_text("---\ndescription: [\n")
+    (skill.store.root / ".index.sqlite").unlink(missing_ok=True)
+    monkeypatch.setattr("webagents.skills.memory.index._BATCH", 2)
+    _, fresh = memory_agent(tmp_path / "keeper")  # a start without a cache
+    for n in range(11):
+        caller = writers[n % 3]
+        hits = await use(fresh, caller, "memory_search", query=f"word{n}")
+        assert [hit["key"] for hit in hits] == [f"n{n}"]
+    assert [p.path.name for p in fresh.index.all_problems()] == ["broken.md"]
+    rows = fresh.index._db.execute("SELECT count(*) FROM notes_fts_docsize").fetchone()[0]
+    assert rows == 11  # each note indexed once
+
+
 async def test_m9_the_index_cache_is_reused_only_where_the_files_are_unchanged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -357,6 +380,44 @@ async def test_m9_a_file_edited_in_place_reaches_the_index(
         handle.write(text)
         handle.truncate()
     assert await use(skill, ANONYMOUS, "memory_search", query="hunter2") == []
+
+
+async def test_m9_a_query_over_many_namespaces_checks_the_longest_unchecked_within_a_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owner reads every namespace; checking all their files at every query would cost a
+    stat of every note. With no budget, one due namespace is checked a query, the one
+    checked longest ago, and an in-place edit is still found within as many queries."""
+    _, skill = memory_agent(tmp_path / "keeper")
+    for caller, key in ((OWNER, "mine"), (ALICE, "hers"), (BOB, "his")):
+        await use(skill, caller, "memory_write", key=key, content=f"{key}: meet in Lisbon")
+    assert len(await use(skill, OWNER, "memory_search", query="Lisbon")) == 3  # all checked
+    path = skill.store.folder(ALICE.namespace) / "hers.md"
+    with open(path, "r+") as handle:  # noqa: ASYNC230 - in place: the folder does not change
+        text = handle.read().replace("Lisbon", "Porto!")
+        handle.seek(0)
+        handle.write(text)
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_BUDGET_SECONDS", 0.0)
+    checked: list[str] = []
+    reconcile = skill.index._reconcile
+
+    def counted(namespace: str, state: tuple[int, int]) -> None:
+        checked.append(namespace)
+        reconcile(namespace, state)
+
+    monkeypatch.setattr(skill.index, "_reconcile", counted)
+    order = sorted(skill.store.namespaces(), key=skill.index._checked.__getitem__)
+    found = []
+    for _ in order:
+        checked.clear()
+        hits = await use(skill, OWNER, "memory_search", query="Porto")
+        assert len(checked) == 1  # one namespace a query, however many are due
+        found.append((checked[0], [hit["key"] for hit in hits]))
+    assert [namespace for namespace, _ in found] == order  # the longest unchecked first
+    at = order.index(ALICE.namespace)
+    assert [keys for _, keys in found[:at]] == [[]] * at  # not seen before hers is checked
+    assert all(keys == ["hers"] for _, keys in found[at:])
 
 
 async def test_m9_an_edit_that_restores_size_and_mtime_is_still_seen_at_start(

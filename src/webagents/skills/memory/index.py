@@ -20,7 +20,8 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +33,16 @@ log = logging.getLogger("webagents.memory")
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
 CACHE_VERSION = 3
+"""Bumped whenever the schema below changes, so that an older cache file is not used."""
 RECHECK_SECONDS = 1.0
 """How stale the index may be about a file edited in place (which changes neither the
-namespace's generation nor its folder): a namespace is checked file by file this often."""
-"""Bumped whenever the schema below changes, so that an older cache file is not used."""
+namespace's generation nor its folder): a namespace is due to be checked file by file this
+long after its last check."""
+RECHECK_BUDGET_SECONDS = 0.02
+"""How long one query spends at most on those checks: the namespaces checked longest ago go
+first (at least one), the rest at the next queries. So a query over every namespace (the
+owner's) costs a bounded amount, not a stat of every note. A namespace not yet checked since
+the start, or with a note added or removed, is always checked before it is read."""
 
 _SCHEMA = """
 CREATE TABLE notes (
@@ -145,17 +152,7 @@ class MemoryIndex:
                             changed = True
                     changed = changed or bool(stale)
                 else:
-                    for namespace in present:
-                        state = self.state(namespace)
-                        rows = []
-                        for key, (path, file_state) in self.store.files(namespace).items():
-                            note = self._load(namespace, key, path, file_state)
-                            if note is not None:
-                                rows.append(_row(note, file_state))
-                        self._db.executemany(_INSERT, rows)
-                        self._seen[namespace] = state
-                        self._checked[namespace] = time.monotonic()
-                    self._db.execute("INSERT INTO notes_fts(notes_fts) VALUES ('rebuild')")
+                    self._build(present)
                 self._db.execute("DELETE FROM seen")
                 self._db.executemany(
                     "INSERT INTO seen VALUES (?, ?, ?)",
@@ -165,6 +162,44 @@ class MemoryIndex:
                 self._save_cache()
         for problem in self.all_problems():
             log.warning("memory: %s (left as it is)", problem)
+
+    def _build(self, namespaces: list[str]) -> None:
+        """Read every file of `namespaces` into the empty index.
+
+        The rows go in batch by batch, and each batch's full-text entries are made by a
+        second thread while this one reads the next batch: SQLite does that work without
+        Python's lock, so a start uses two cores. (One statement per batch: the second thread
+        takes Python's lock only to start it.)
+        """
+        with ThreadPoolExecutor(1, thread_name_prefix="webagents-memory-index") as fts:
+            indexing: Future[object] | None = None
+            for rows in self._read_batches(namespaces):  # read while the last batch indexes
+                if indexing is not None:
+                    indexing.result()  # the connection is free again
+                first_id = self._last_id()
+                self._db.executemany(_INSERT, rows)
+                indexing = fts.submit(self._db.execute, _INDEX_RANGE, (first_id, self._last_id()))
+            if indexing is not None:
+                indexing.result()
+
+    def _read_batches(self, namespaces: list[str]) -> Iterator[list[tuple[object, ...]]]:
+        rows: list[tuple[object, ...]] = []
+        for namespace in namespaces:
+            state = self.state(namespace)  # before reading: a change meanwhile shows later
+            for key, path in self.store.names(namespace):
+                loaded = self._load(namespace, key, path)
+                if loaded is not None:
+                    rows.append(_row(*loaded))
+            self._seen[namespace] = state
+            self._checked[namespace] = time.monotonic()
+            if len(rows) >= _BATCH:
+                yield rows
+                rows = []
+        if rows:
+            yield rows
+
+    def _last_id(self) -> int:
+        return int(self._db.execute("SELECT max(id) FROM notes").fetchone()[0] or 0)
 
     def _load_cache(self) -> bool:
         """Start from the cache file when there is a usable one; False for an empty index."""
@@ -208,13 +243,23 @@ class MemoryIndex:
                 os.unlink(tmp)
 
     def refresh(self, namespaces: Iterable[str]) -> None:
-        """Rescan each of `namespaces` that changed since it was last indexed."""
+        """Rescan each of `namespaces` that changed since it was last indexed, and check
+        the files of those due for it within the budget (RECHECK_BUDGET_SECONDS)."""
         now = time.monotonic()
+        due = []
         for namespace in namespaces:
             state = self.state(namespace)
-            stale = now - self._checked.get(namespace, float("-inf")) > RECHECK_SECONDS
-            if self._seen.get(namespace) != state or stale:
+            checked = self._checked.get(namespace)
+            if checked is None or self._seen.get(namespace) != state:
                 self._rescan(namespace, state)
+            elif now - checked > RECHECK_SECONDS:
+                due.append((checked, namespace, state))
+        due.sort()
+        deadline = time.monotonic() + RECHECK_BUDGET_SECONDS
+        for _, namespace, state in due:
+            self._rescan(namespace, state)
+            if time.monotonic() >= deadline:
+                break
 
     def state(self, namespace: str) -> tuple[int, int]:
         """(generation, folder mtime): what changes whenever a note is added or removed."""
@@ -231,36 +276,36 @@ class MemoryIndex:
     def _reconcile(self, namespace: str, state: tuple[int, int]) -> None:
         """Bring one namespace's rows in line with its files (changed files are read)."""
         indexed = {
-            key: (row_id, (size, mtime, ino, ctime))
-            for row_id, key, size, mtime, ino, ctime in self._db.execute(
-                "SELECT id, key, size, mtime_ns, ino, ctime_ns FROM notes WHERE namespace = ?",
+            row[0]: row  # key, id, then the file's state as it was indexed
+            for row in self._db.execute(
+                "SELECT key, id, size, mtime_ns, ino, ctime_ns FROM notes WHERE namespace = ?",
                 (namespace,),
             )
         }
         files = self.store.files(namespace)
         reported = set(self.problems.get(namespace, []))
         self.problems[namespace] = []
-        for key, (row_id, _) in indexed.items():
+        for key, known in indexed.items():
             if key not in files:
-                self._delete(row_id)
+                self._delete(known[1])
         for key, (path, file_state) in files.items():
             known = indexed.get(key)
-            if known is not None and known[1] == file_state:
+            if known is not None and known[2:] == file_state:
                 continue
-            note = self._load(namespace, key, path, file_state)
+            loaded = self._load(namespace, key, path)
             if known is not None:
-                self._delete(known[0])
-            if note is not None:
-                self._insert(note, file_state)
+                self._delete(known[1])
+            if loaded is not None:
+                self._insert(*loaded)
         for problem in self.problems[namespace]:
             if problem not in reported:
                 log.warning("memory: %s (left as it is)", problem)
         self._seen[namespace] = state
         self._checked[namespace] = time.monotonic()
 
-    def _load(self, namespace: str, key: str, path: str, state: FileState) -> Note | None:
+    def _load(self, namespace: str, key: str, path: str) -> tuple[Note, FileState] | None:
         try:
-            return self.store.load(namespace, key, path, state)
+            return self.store.load(namespace, key, path)
         except FileNotFoundError:  # forgotten by another process meanwhile: simply gone
             return None
         except (NoteFormatError, OSError) as exc:
@@ -351,6 +396,11 @@ class MemoryIndex:
         self._db.close()
 
 
+_BATCH = 4096
+_INDEX_RANGE = (
+    "INSERT INTO notes_fts (rowid, key, description, content, nsid) "
+    "SELECT id, key, description, content, nsid FROM notes WHERE id > ? AND id <= ?"
+)
 _INSERT = (
     "INSERT INTO notes (namespace, key, kind, description, summary, content, updated, size, "
     "mtime_ns, ino, ctime_ns, nsid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -366,9 +416,6 @@ def _row(note: Note, state: FileState) -> tuple[object, ...]:
         note.summary,
         note.content,
         note.updated,
-        state.size,
-        state.mtime_ns,
-        state.ino,
-        state.ctime_ns,
+        *state,
         namespace_id(note.namespace),
     )

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import yaml
 
@@ -249,19 +249,14 @@ class Problem:
         return f"{self.path}: {self.reason}"
 
 
-class FileState(NamedTuple):
-    """What tells a file's versions apart without reading it. The ctime and the inode too:
-    an edit can keep the size and put the old mtime back (cp -p, rsync -t), never the ctime.
-    (A tuple: a start compares a hundred thousand of them.)"""
+FileState = tuple[int, int, int, int]
+"""(size, mtime_ns, inode, ctime_ns): what tells a file's versions apart without reading it.
+The ctime and the inode too: an edit can keep the size and put the old mtime back (cp -p,
+rsync -t), never the ctime. (A plain tuple: a check compares a hundred thousand of them.)"""
 
-    size: int
-    mtime_ns: int
-    ino: int
-    ctime_ns: int
 
-    @classmethod
-    def of(cls, info: os.stat_result) -> FileState:
-        return cls(info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+def file_state(info: os.stat_result) -> FileState:
+    return info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,16 +342,34 @@ class NoteStore:
                 continue
             found[entry.name[:-3]] = (
                 entry.path,
-                FileState(info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns),
+                (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns),
             )
         return found
 
-    def load(self, namespace: str, key: str, path: str | Path, state: FileState) -> Note:
-        """Parse one file found by `files`; NoteFormatError when it cannot be read."""
+    def names(self, namespace: str) -> list[tuple[str, str]]:
+        """The note files of a namespace as (key, path), without looking inside or at them
+        (what a start reads anyway: `load` gives each one's state as it reads it)."""
+        folder = self.folder(namespace)
+        if folder.is_symlink():
+            return []  # a namespace folder is a real folder, never a link elsewhere
+        try:
+            with os.scandir(folder) as entries:
+                return [
+                    (entry.name[:-3], entry.path)
+                    for entry in entries
+                    if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False)
+                ]
+        except FileNotFoundError:
+            return []
+
+    def load(self, namespace: str, key: str, path: str | Path) -> tuple[Note, FileState]:
+        """Parse one file found by `files` or `names`, with the state of what was read;
+        NoteFormatError when it cannot be read."""
         if not is_key(key):
             raise NoteFormatError("the file name is not a valid key (a-z 0-9 . _ -, 1-64)")
-        raw, _ = _read_plain(path)
-        return parse_note(raw, namespace=namespace, key=key, mtime=state.mtime_ns / 1e9)
+        raw, info = _read_plain(path)
+        note = parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
+        return note, file_state(info)
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -381,7 +394,7 @@ class NoteStore:
             atomic_write(path, note.render().encode("utf-8"), locked=True)
             info = os.stat(path)
             generation = _bump(lock_fd)
-            return Change(generation, os.stat(folder).st_mtime_ns, note, FileState.of(info), before)
+            return Change(generation, os.stat(folder).st_mtime_ns, note, file_state(info), before)
 
     def forget(self, namespace: str, key: str) -> Change | None:
         """Remove a note; None when there was none."""
