@@ -18,11 +18,13 @@ import asyncio
 import os
 import platform
 import random
+import resource
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,9 +35,9 @@ from _timing import median_ms
 from webagents import Agent, Caller
 from webagents.context import AgentInfo, Context
 from webagents.skills.memory import MemorySkill, rights_of
-from webagents.skills.memory.index import fts_query, namespace_id
+from webagents.skills.memory.index import MemoryIndex, fts_query, namespace_id
 from webagents.skills.memory.layout import namespace_folder
-from webagents.skills.memory.notes import Note
+from webagents.skills.memory.notes import Note, NoteStore
 from webagents.testing import ScriptedModel
 
 CALLERS = 100
@@ -57,8 +59,8 @@ def namespaces() -> list[str]:
     return ["owner", "shared"] + [f"caller:user{n}@example.com" for n in range(CALLERS)]
 
 
-def lay_out(root: Path, size: int) -> list[tuple[str, str, str, str]]:
-    """Write `size` note files as the skill would (without fsync: this is set-up)."""
+def make_notes(size: int) -> list[tuple[str, str, str, str]]:
+    """(namespace, key, content, description) of `size` notes, the same every time."""
     rng = random.Random(size)
     notes = []
     spaces = namespaces()
@@ -67,6 +69,13 @@ def lay_out(root: Path, size: int) -> list[tuple[str, str, str, str]]:
         key, content = f"note-{n}", note_text(rng)
         description = f"Note {n} about {rng.choice(WORDS[:200])}"
         notes.append((namespace, key, content, description))
+    return notes
+
+
+def lay_out(root: Path, size: int) -> list[tuple[str, str, str, str]]:
+    """Write `size` note files as the skill would (without fsync: this is set-up)."""
+    notes = make_notes(size)
+    spaces = namespaces()
     for namespace in spaces:
         folder = namespace_folder(root, namespace)
         folder.mkdir(parents=True, exist_ok=True)
@@ -104,33 +113,74 @@ def run_now(coroutine: Any) -> Any:
     raise RuntimeError("the coroutine waited: time it with amedian_ms instead")
 
 
-def interleaved_ms(
-    first: Callable[[], Any], second: Callable[[], Any], repeat: int
-) -> tuple[float, float]:
-    """Medians of two operations timed in turn, so that both see the same moments of a busy
-    machine (fsync times drift over a run)."""
-    times: tuple[list[float], list[float]] = ([], [])
+def interleaved_ms(operations: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Medians of operations timed in turn, so that all see the same moments of a busy
+    machine (fsync times drift over a run by half or more)."""
+    times: dict[str, list[float]] = {name: [] for name in operations}
     for _ in range(repeat):
-        for fn, kept in ((first, times[0]), (second, times[1])):
+        for name, fn in operations.items():
             began = time.perf_counter()
             fn()
-            kept.append(time.perf_counter() - began)
-    return statistics.median(times[0]) * 1000, statistics.median(times[1]) * 1000
+            times[name].append(time.perf_counter() - began)
+    return {name: statistics.median(kept) * 1000 for name, kept in times.items()}
 
 
 def amedian_ms(fn: Callable[[], Any], repeat: int) -> float:
     return asyncio.run(_timing.amedian_ms(fn, repeat))
 
 
-def peak_mb(fn: Callable[[], Any]) -> tuple[float, float]:
-    """(seconds, peak MiB traced by tracemalloc) of one call; the seconds are inflated."""
-    tracemalloc.start()
-    began = time.perf_counter()
-    fn()
-    elapsed = time.perf_counter() - began
-    peak = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
-    return elapsed, peak
+def peak_mb(what: str, size: int, root: Path) -> float:
+    """How much a fresh process's peak resident memory grows doing one thing: the memory
+    index's start without a cache over the notes in `root` (SQLite's memory included, which
+    tracemalloc would not see), or a LangGraph store taking in the same notes."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--peak-of", what, "--sizes", str(size), "--root", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout)
+
+
+def peak_of(what: str, size: int, root: Path) -> None:
+    """The child of `peak_mb`: everything imported and made first, then the one thing."""
+    notes = make_notes(size) if what != "webagents" else []
+    stores = langgraph_stores(root.parent / "peak.db") if what != "webagents" else {}
+    peak_before, resident_before = _peak_kib(), _resident_kib()
+    if what == "webagents":
+        index = MemoryIndex(NoteStore(root), cache=None)
+        index.rebuild()
+    else:
+        load_langgraph(stores[what], notes)
+    peak_after = _peak_kib()
+    # The peak of the work itself when it set a new one; else (the imports peaked higher)
+    # what it still holds, a lower bound.
+    grown = (
+        peak_after - resident_before
+        if peak_after > peak_before
+        else _resident_kib() - resident_before
+    )
+    print(f"{grown / 1024:.1f}")
+
+
+def _peak_kib() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+
+
+def _resident_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def load_langgraph(store: Any, notes: list[tuple[str, str, str, str]]) -> None:
+    from langgraph.store.base import PutOp
+
+    puts = [
+        PutOp(lg_namespace(ns), key, {"content": content, "description": description})
+        for ns, key, content, description in notes
+    ]
+    for start in range(0, len(puts), 500):  # SQLite caps the variables of one statement
+        store.batch(puts[start : start + 500])
 
 
 def langgraph_stores(path: Path) -> dict[str, Any]:
@@ -177,7 +227,16 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
             (time.perf_counter() - began) * 1000,
         )
     )
-    rows.append(("peak memory of the rebuild (MiB)", "webagents", peak_mb(skill.index.rebuild)[1]))
+    rows.append(
+        ("peak memory of a start, no cache (MiB)", "webagents", peak_mb("webagents", size, root))
+    )
+
+    peers = langgraph_stores(work / f"langgraph-{size}.db")
+    for name, store in peers.items():
+        began = time.perf_counter()
+        load_langgraph(store, notes)
+        rows.append(("load every note (bulk)", name, (time.perf_counter() - began) * 1000))
+        rows.append(("peak memory of the bulk load (MiB)", name, peak_mb(name, size, root)))
 
     alice = Caller.verified("user7@example.com")
     ctx = Context(agent=AgentInfo("bench", folder), caller=alice)
@@ -185,13 +244,19 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
     floor = folder / "floor"
     floor.mkdir()
     data = Note("x", "k", text, "A note written by the benchmark", "2026-11-29").render().encode()
-    ours, bare = interleaved_ms(
-        lambda: run_now(skill.write(ctx, "bench-note", text, "A note written by the benchmark")),
-        lambda: bare_atomic_write(floor / "k.md", data),
-        repeat,
-    )
-    rows.append(("durable write (memory_write)", "webagents", ours))
-    rows.append(("durable write (memory_write)", "floor: bare atomic fsync'd file write", bare))
+    target = lg_namespace("caller:user7@example.com")
+    writes = {
+        "webagents": lambda: run_now(
+            skill.write(ctx, "bench-note", text, "A note written by the benchmark")
+        ),
+        "floor: bare atomic fsync'd file write": lambda: bare_atomic_write(floor / "k.md", data),
+    }
+    for name, store in peers.items():
+        writes[name] = lambda store=store: store.put(
+            target, "bench-note", {"content": text, "description": "A note"}
+        )
+    for name, ms in interleaved_ms(writes, repeat).items():  # in turn: the same disk moments
+        rows.append(("durable write (memory_write)", name, ms))
     rows.append(
         ("read (memory_read)", "webagents", amedian_ms(lambda: skill.read(ctx, "note-9"), repeat))
     )
@@ -234,30 +299,7 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
             )
         )
 
-    target = lg_namespace("caller:user7@example.com")
-    for name, store in langgraph_stores(work / f"langgraph-{size}.db").items():
-        from langgraph.store.base import PutOp
-
-        puts = [
-            PutOp(lg_namespace(ns), key, {"content": content, "description": description})
-            for ns, key, content, description in notes
-        ]
-        began = time.perf_counter()
-        for start in range(0, len(puts), 500):  # SQLite caps the variables of one statement
-            store.batch(puts[start : start + 500])
-        rows.append(("load every note (bulk)", name, (time.perf_counter() - began) * 1000))
-        rows.append(
-            (
-                "durable write (memory_write)",
-                name,
-                median_ms(
-                    lambda store=store: store.put(
-                        target, "bench-note", {"content": text, "description": "A note"}
-                    ),
-                    repeat,
-                ),
-            )
-        )
+    for name, store in peers.items():
         rows.append(
             (
                 "read (memory_read)",
@@ -299,7 +341,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--peak-of", help=argparse.SUPPRESS)  # the child of peak_mb
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
+    if options.peak_of:
+        peak_of(options.peak_of, options.sizes[0], options.root)
+        return
     print(
         f"# bench/memory.py, {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
         f"{os.cpu_count()} cores, Python {platform.python_version()}, "

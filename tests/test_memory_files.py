@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -325,6 +326,22 @@ async def test_m9_a_start_without_a_cache_indexes_every_note_batch_by_batch(
     assert [p.path.name for p in fresh.index.all_problems()] == ["broken.md"]
     rows = fresh.index._db.execute("SELECT count(*) FROM notes_fts_docsize").fetchone()[0]
     assert rows == 11  # each note indexed once
+
+
+async def test_m9_a_caller_folder_removed_between_starts_leaves_the_cached_index(
+    tmp_path: Path,
+) -> None:
+    _, first = memory_agent(tmp_path / "keeper")
+    await use(first, ALICE, "memory_write", key="hers", content="alice's Lisbon plan")
+    await use(first, BOB, "memory_write", key="his", content="bob's Lisbon plan")
+    first.index.rebuild()  # the cache now holds both
+    shutil.rmtree(first.store.folder(ALICE.namespace))
+
+    _, second = memory_agent(tmp_path / "keeper")  # from the cache
+    hits = await use(second, OWNER, "memory_search", query="Lisbon")
+    assert [(hit["namespace"], hit["key"]) for hit in hits] == [(BOB.namespace, "his")]
+    indexed = second.index._db.execute("SELECT count(*) FROM notes_fts_docsize").fetchone()[0]
+    assert indexed == 1  # her text is gone from the full-text index too
 
 
 async def test_m9_the_index_cache_is_reused_only_where_the_files_are_unchanged(

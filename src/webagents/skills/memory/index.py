@@ -32,7 +32,7 @@ log = logging.getLogger("webagents.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 """Bumped whenever the schema below changes, so that an older cache file is not used."""
 RECHECK_SECONDS = 1.0
 """How stale the index may be about a file edited in place (which changes neither the
@@ -66,6 +66,10 @@ CREATE TABLE seen (namespace TEXT PRIMARY KEY, generation INTEGER, folder_mtime_
 CREATE VIRTUAL TABLE notes_fts USING fts5(
     key, description, content, nsid, content='notes', content_rowid='id', tokenize='unicode61'
 );
+CREATE TRIGGER notes_deleted AFTER DELETE ON notes BEGIN
+    INSERT INTO notes_fts (notes_fts, rowid, key, description, content, nsid)
+    VALUES ('delete', old.id, old.key, old.description, old.content, old.nsid);
+END;
 """
 
 
@@ -131,12 +135,10 @@ class MemoryIndex:
                 present = self.store.namespaces()
                 if reused:
                     stale = self._db.execute(
-                        f"SELECT id FROM notes WHERE namespace NOT IN "
+                        f"DELETE FROM notes WHERE namespace NOT IN "
                         f"({','.join('?' * len(present))})",
                         present,
-                    ).fetchall()
-                    for (row_id,) in stale:
-                        self._delete(row_id)
+                    ).rowcount
                     cached = {
                         ns: (generation, mtime)
                         for ns, generation, mtime in self._db.execute("SELECT * FROM seen")
@@ -316,10 +318,7 @@ class MemoryIndex:
         """Record this process's own write or forget without rescanning the namespace: if
         the index was current right before the change, it is current after it."""
         with self._lock, self._db:
-            for (row_id,) in self._db.execute(
-                "SELECT id FROM notes WHERE namespace = ? AND key = ?", (namespace, key)
-            ).fetchall():
-                self._delete(row_id)
+            self._db.execute("DELETE FROM notes WHERE namespace = ? AND key = ?", (namespace, key))
             if change.note is not None and change.state is not None:
                 self._insert(change.note, change.state)
             if self._seen.get(namespace) == change.before:
@@ -339,17 +338,7 @@ class MemoryIndex:
         )
 
     def _delete(self, row_id: int) -> None:
-        row = self._db.execute(
-            "SELECT key, description, content, nsid FROM notes WHERE id = ?", (row_id,)
-        ).fetchone()
-        if row is None:
-            return
-        self._db.execute(
-            "INSERT INTO notes_fts(notes_fts, rowid, key, description, content, nsid) "
-            "VALUES ('delete', ?, ?, ?, ?, ?)",
-            (row_id, *row),
-        )
-        self._db.execute("DELETE FROM notes WHERE id = ?", (row_id,))
+        self._db.execute("DELETE FROM notes WHERE id = ?", (row_id,))  # the trigger: notes_fts
 
     def all_problems(self) -> list[Problem]:
         return [p for problems in self.problems.values() for p in problems]
