@@ -113,15 +113,21 @@ def run_now(coroutine: Any) -> Any:
     raise RuntimeError("the coroutine waited: time it with amedian_ms instead")
 
 
-def interleaved_ms(operations: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    """Medians of operations timed in turn, so that all see the same moments of a busy
-    machine (fsync times drift over a run by half or more)."""
+def interleaved_ms(
+    operations: dict[str, Callable[[], Any]], repeat: int, block: int = 10
+) -> dict[str, float]:
+    """Medians of operations timed in turns of `block` calls each, so that all see the same
+    moments of a busy machine (fsync times drift over a run by half or more). Each turn
+    starts with an untimed call: an fsync also writes what the previous operation left
+    unsynced (a journal file removed, a page written), which is that operation's cost."""
     times: dict[str, list[float]] = {name: [] for name in operations}
-    for _ in range(repeat):
+    for _ in range(max(1, repeat // block)):
         for name, fn in operations.items():
-            began = time.perf_counter()
             fn()
-            times[name].append(time.perf_counter() - began)
+            for _ in range(block):
+                began = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - began)
     return {name: statistics.median(kept) * 1000 for name, kept in times.items()}
 
 
@@ -255,7 +261,7 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
         writes[name] = lambda store=store: store.put(
             target, "bench-note", {"content": text, "description": "A note"}
         )
-    for name, ms in interleaved_ms(writes, repeat).items():  # in turn: the same disk moments
+    for name, ms in interleaved_ms(writes, repeat).items():  # in turns: the same disk moments
         rows.append(("durable write (memory_write)", name, ms))
     rows.append(
         ("read (memory_read)", "webagents", amedian_ms(lambda: skill.read(ctx, "note-9"), repeat))

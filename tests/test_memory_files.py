@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -10,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from webagents import load_agent
+from webagents.context import Context
 from webagents.errors import AgentFileError, ToolError
 from webagents.skills.memory import MemorySkill, rights_of
 from webagents.skills.memory.layout import caller_folder_name
 
 from .conftest import write_agent
-from .memory_helpers import ALICE, ANONYMOUS, BOB, OWNER, memory_agent, use
+from .memory_helpers import ALICE, ANONYMOUS, BOB, OWNER, memory_agent, skill_agent_info, use
 
 
 def _mode(path: Path) -> int:
@@ -303,6 +305,41 @@ def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: st
         "updated": "2026-11-29T22:00:00.123+00:00",
     }
     assert parse_note(text.encode(), namespace="owner", key="k", mtime=0) == note
+
+
+async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index takes in a note's text before its file is written, in a transaction that
+    a failed write rolls back: neither the file nor any search shows the lost write."""
+    _, skill = memory_agent(tmp_path / "keeper")
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    await use(skill, ALICE, "memory_write", key="plan", content="meet in Lisbon")
+    assert len(await use(skill, ALICE, "memory_search", query="Lisbon")) == 1  # index current
+    path = skill.store.folder(ALICE.namespace) / "plan.md"
+    before = path.read_bytes()
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("webagents.skills.memory.notes.atomic_write", full_disk)
+    ctx = Context(agent=skill_agent_info(skill), caller=ALICE)
+    with pytest.raises(OSError, match="No space left"):
+        await skill.write(ctx, "plan", "meet in Porto")
+    with pytest.raises(OSError, match="No space left"):
+        await skill.write(ctx, "new", "Porto too")
+    monkeypatch.setattr(Path, "unlink", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        await skill.forget(ctx, "plan")
+    assert path.read_bytes() == before
+    assert not (path.parent / "new.md").exists()
+    assert await use(skill, ALICE, "memory_search", query="Porto") == []
+    assert [h["key"] for h in await use(skill, ALICE, "memory_search", query="Lisbon")] == ["plan"]
+    assert [n["key"] for n in (await use(skill, ALICE, "memory_list"))["notes"]] == ["plan"]
+
+    monkeypatch.undo()
+    await use(skill, ALICE, "memory_write", key="plan", content="meet in Porto")  # then works
+    assert [h["key"] for h in await use(skill, ALICE, "memory_search", query="Porto")] == ["plan"]
 
 
 async def test_m9_a_start_without_a_cache_indexes_every_note_batch_by_batch(

@@ -3,7 +3,9 @@
 The files stay the truth. The index follows them: every query first checks the generation of
 the namespaces it reads (bumped by every write, in any process) and the folders' mtimes (for
 files added or removed by hand), and rescans a namespace that changed. A rescan parses only
-the files whose size or mtime differ from what was indexed.
+the files whose state (size, mtime, inode, ctime) differs from what was indexed. Files edited
+in place change neither: each namespace's files are checked again once they are a second old,
+within a time budget per query.
 
 User text never reaches FTS5's query syntax: a query is split into words and each is matched
 as a quoted phrase, and the namespaces a caller may read are bound parameters.
@@ -314,28 +316,27 @@ class MemoryIndex:
             self.problems.setdefault(namespace, []).append(Problem(Path(path), str(exc)))
             return None
 
-    def apply(self, namespace: str, key: str, change: Change) -> None:
-        """Record this process's own write or forget without rescanning the namespace: if
-        the index was current right before the change, it is current after it."""
-        with self._lock, self._db:
-            self._db.execute("DELETE FROM notes WHERE namespace = ? AND key = ?", (namespace, key))
-            if change.note is not None and change.state is not None:
-                self._insert(change.note, change.state)
-            if self._seen.get(namespace) == change.before:
-                self._seen[namespace] = (change.generation, change.folder_mtime_ns)
+    @contextlib.contextmanager
+    def changing(self, namespace: str, key: str) -> Iterator[IndexChange]:
+        """This process's own write or forget of one note, recorded without rescanning the
+        namespace (if the index was current right before the change, it is current after).
 
-    def _insert(self, note: Note, state: FileState) -> None:
-        cursor = self._db.execute(_INSERT, _row(note, state))
+        The rows change in a transaction held open across the file's write: `stage` when
+        the note is known and its file not yet written (its text indexed before the write's
+        fsyncs rather than after them), `done` with what the write left. An exception rolls
+        the index back, as the file is then unchanged. Queries wait meanwhile (the lock).
+        """
+        with self._lock, self._db:
+            yield IndexChange(self, namespace, key)
+
+    def _insert(self, note: Note, state: FileState) -> int:
+        row_id = self._db.execute(_INSERT, _row(note, state)).lastrowid
+        assert row_id is not None
         self._db.execute(
             "INSERT INTO notes_fts(rowid, key, description, content, nsid) VALUES (?, ?, ?, ?, ?)",
-            (
-                cursor.lastrowid,
-                note.key,
-                note.description,
-                note.content,
-                namespace_id(note.namespace),
-            ),
+            (row_id, note.key, note.description, note.content, namespace_id(note.namespace)),
         )
+        return row_id
 
     def _delete(self, row_id: int) -> None:
         self._db.execute("DELETE FROM notes WHERE id = ?", (row_id,))  # the trigger: notes_fts
@@ -385,6 +386,37 @@ class MemoryIndex:
         self._db.close()
 
 
+class IndexChange:
+    """One write or forget being recorded (`MemoryIndex.changing`)."""
+
+    def __init__(self, index: MemoryIndex, namespace: str, key: str) -> None:
+        self._index = index
+        self._namespace = namespace
+        self._key = key
+        self._row_id: int | None = None
+
+    def stage(self, note: Note | None) -> None:
+        """The note about to be written (None: about to be forgotten), before its file is."""
+        self._index._db.execute(
+            "DELETE FROM notes WHERE namespace = ? AND key = ?", (self._namespace, self._key)
+        )
+        if note is not None:
+            self._row_id = self._index._insert(note, _UNKNOWN_STATE)
+
+    def done(self, change: Change) -> None:
+        """The file is written (or removed): its state, and the namespace's, recorded."""
+        if self._row_id is not None and change.state is not None:
+            self._index._db.execute(
+                "UPDATE notes SET size = ?, mtime_ns = ?, ino = ?, ctime_ns = ? WHERE id = ?",
+                (*change.state, self._row_id),
+            )
+        seen = self._index._seen
+        if seen.get(self._namespace) == change.before:
+            seen[self._namespace] = (change.generation, change.folder_mtime_ns)
+
+
+_UNKNOWN_STATE: FileState = (-1, -1, -1, -1)
+"""A staged row's file state until the write tells it (never a real file's)."""
 _BATCH = 4096
 _INDEX_RANGE = (
     "INSERT INTO notes_fts (rowid, key, description, content, nsid) "

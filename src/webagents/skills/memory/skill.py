@@ -226,8 +226,11 @@ class MemorySkill(Skill[MemorySettings]):
             )
         # In the event loop, not a thread: a note write (fsync included) takes about a
         # millisecond and a thread hand-off costs nearly as much again (bench/memory.py).
-        change = self.store.write(target, key, content, description, kind=kind, create=create)
-        self.index.apply(target, key, change)
+        with self.index.changing(target, key) as indexing:
+            change = self.store.write(
+                target, key, content, description, kind=kind, create=create, staging=indexing.stage
+            )
+            indexing.done(change)
         assert change.note is not None
         return {"saved": key, "namespace": target, "updated": change.note.updated}
 
@@ -235,10 +238,12 @@ class MemorySkill(Skill[MemorySettings]):
         rights = rights_of(ctx.caller)
         target = self._writable(rights, namespace)
         check_key(key, episode=True)
-        change = self.store.forget(target, key)
+        with self.index.changing(target, key) as indexing:
+            change = self.store.forget(target, key, staging=indexing.stage)
+            if change is not None:
+                indexing.done(change)
         if change is None:
             raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
-        self.index.apply(target, key, change)
         return {"forgot": key, "namespace": target}
 
     async def list(self, ctx: Context, namespace: str | None = None) -> Any:
