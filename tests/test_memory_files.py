@@ -15,6 +15,7 @@ from webagents.context import Context
 from webagents.errors import AgentFileError, ToolError
 from webagents.skills.memory import MemorySkill, rights_of
 from webagents.skills.memory.layout import caller_folder_name
+from webagents.skills.memory.notes import NoteStore
 
 from .conftest import write_agent
 from .memory_helpers import ALICE, ANONYMOUS, BOB, OWNER, memory_agent, skill_agent_info, use
@@ -340,6 +341,10 @@ async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
     monkeypatch.undo()
     await use(skill, ALICE, "memory_write", key="plan", content="meet in Porto")  # then works
     assert [h["key"] for h in await use(skill, ALICE, "memory_search", query="Porto")] == ["plan"]
+    indexed = skill.index._db.execute(
+        "SELECT size, mtime_ns, ino, ctime_ns FROM notes WHERE key = 'plan'"
+    ).fetchone()
+    assert indexed == skill.store.files(ALICE.namespace)["plan"][1]  # the file's, as written
 
 
 async def test_m9_a_start_without_a_cache_indexes_every_note_batch_by_batch(
@@ -461,7 +466,7 @@ async def test_m9_a_query_over_many_namespaces_checks_the_longest_unchecked_with
         reconcile(namespace, state)
 
     monkeypatch.setattr(skill.index, "_reconcile", counted)
-    order = sorted(skill.store.namespaces(), key=skill.index._checked.__getitem__)
+    order = sorted(skill.store.namespaces(), key=lambda ns: (skill.index._checked[ns], ns))
     found = []
     for _ in order:
         checked.clear()
@@ -472,6 +477,14 @@ async def test_m9_a_query_over_many_namespaces_checks_the_longest_unchecked_with
     at = order.index(ALICE.namespace)
     assert [keys for _, keys in found[:at]] == [[]] * at  # not seen before hers is checked
     assert all(keys == ["hers"] for _, keys in found[at:])
+
+    # A namespace changed by another process is rescanned whatever the budget, and one due
+    # namespace is still checked beside it.
+    NoteStore(skill.store.root).write(BOB.namespace, "later", "bob's Porto plan", "")
+    checked.clear()
+    hits = await use(skill, OWNER, "memory_search", query="Porto")
+    assert checked[0] == BOB.namespace and len(checked) == 2
+    assert sorted(hit["key"] for hit in hits) == ["hers", "later"]
 
 
 async def test_m9_an_edit_that_restores_size_and_mtime_is_still_seen_at_start(

@@ -37,9 +37,10 @@ MAX_QUERY_WORDS = 32
 CACHE_VERSION = 4
 """Bumped whenever the schema below changes, so that an older cache file is not used."""
 RECHECK_SECONDS = 1.0
-"""How stale the index may be about a file edited in place (which changes neither the
-namespace's generation nor its folder): a namespace is due to be checked file by file this
-long after its last check."""
+"""When a namespace is next due to be checked file by file, for files edited in place (which
+change neither its generation nor its folder): this long after its last check. Within the
+budget below, so with many namespaces due (the owner's queries) an in-place edit may wait
+for as many queries as there are namespaces due before it."""
 RECHECK_BUDGET_SECONDS = 0.02
 """How long one query spends at most on those checks: the namespaces checked longest ago go
 first (at least one), the rest at the next queries. So a query over every namespace (the
@@ -123,9 +124,10 @@ class MemoryIndex:
     def rebuild(self) -> None:
         """Index every note of every namespace, as the agent starts.
 
-        With a cache file from an earlier start, its rows are reused for the files whose size
-        and mtime are unchanged and only the others are read; without one, every file is read
-        and the full-text index built in one go. Either way the files are the truth.
+        With a cache file from an earlier start, its rows are reused: a namespace whose
+        generation and folder are unchanged keeps them until its files are checked (size,
+        mtime, inode, ctime) before it is first read, and the others are reconciled now;
+        without one, every file is read (`_build`). Either way the files are the truth.
         """
         with self._lock:
             reused = self._load_cache()
@@ -194,11 +196,11 @@ class MemoryIndex:
                 loaded = self._load(namespace, key, path)
                 if loaded is not None:
                     rows.append(_row(*loaded))
+                    if len(rows) >= _BATCH:  # within a namespace too: the owner's may be most
+                        yield rows
+                        rows = []
             self._seen[namespace] = state
             self._checked[namespace] = time.monotonic()
-            if len(rows) >= _BATCH:
-                yield rows
-                rows = []
         if rows:
             yield rows
 
@@ -324,7 +326,10 @@ class MemoryIndex:
         The rows change in a transaction held open across the file's write: `stage` when
         the note is known and its file not yet written (its text indexed before the write's
         fsyncs rather than after them), `done` with what the write left. An exception rolls
-        the index back, as the file is then unchanged. Queries wait meanwhile (the lock).
+        the index back: the file is then unchanged, or (a failure after the rename, such as
+        the folder's fsync) changed without its generation, which its folder's mtime or
+        the next check of its files still shows. Queries wait meanwhile (the lock); nothing inside may
+        rescan, which would commit the open transaction halfway.
         """
         with self._lock, self._db:
             yield IndexChange(self, namespace, key)
