@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -311,8 +312,7 @@ def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: st
 async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The index takes in a note's text before its file is written, in a transaction that
-    a failed write rolls back: neither the file nor any search shows the lost write."""
+    """A write that fails records nothing: neither the file nor any search shows it."""
     _, skill = memory_agent(tmp_path / "keeper")
     monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
     await use(skill, ALICE, "memory_write", key="plan", content="meet in Lisbon")
@@ -345,6 +345,59 @@ async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
         "SELECT size, mtime_ns, ino, ctime_ns FROM notes WHERE key = 'plan'"
     ).fetchone()
     assert indexed == skill.store.files(ALICE.namespace)["plan"][1]  # the file's, as written
+
+
+async def test_m6_writes_are_taken_into_the_index_by_the_next_query_or_a_burst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write returns once its file is durable; the index takes it in at the next query
+    (so it is found at once), or when MAX_WAITING writes came without a query."""
+    monkeypatch.setattr("webagents.skills.memory.index.MAX_WAITING", 3)
+    _, skill = memory_agent(tmp_path / "keeper")
+
+    def indexed() -> list[str]:
+        rows = skill.index._db.execute("SELECT key FROM notes ORDER BY key").fetchall()
+        return [key for (key,) in rows]
+
+    await use(skill, ALICE, "memory_write", key="one", content="first Lisbon note")
+    await use(skill, ALICE, "memory_write", key="two", content="second Lisbon note")
+    assert indexed() == []  # waiting: no query came yet
+    assert [h["key"] for h in await use(skill, ALICE, "memory_search", query="second")] == ["two"]
+    assert indexed() == ["one", "two"]
+    for n in range(3):  # a burst: the third write takes in all three
+        await use(skill, ALICE, "memory_write", key="one", content=f"Porto version {n}")
+    assert indexed() == ["one", "two"]
+    assert skill.index._db.execute("SELECT content FROM notes WHERE key = 'one'").fetchone() == (
+        "Porto version 2",
+    )
+    await use(skill, ALICE, "memory_forget", key="two")
+    listed = (await use(skill, ALICE, "memory_list"))["notes"]
+    assert [n["key"] for n in listed] == ["one"]
+
+
+async def test_m9_an_index_that_fails_to_take_in_a_write_rescans_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The file is the truth: a write whose index update fails is still saved and found,
+    as its namespace is read again from the files."""
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    _, skill = memory_agent(tmp_path / "keeper")
+    await use(skill, ALICE, "memory_write", key="old", content="a Lisbon note")
+    assert len(await use(skill, ALICE, "memory_search", query="Lisbon")) == 1
+    insert = skill.index._insert
+    failures = []
+
+    def failing(note: object, state: object) -> int:
+        if not failures:
+            failures.append(note)
+            raise sqlite3.OperationalError("disk I/O error")
+        return insert(note, state)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(skill.index, "_insert", failing)
+    saved = await use(skill, ALICE, "memory_write", key="new", content="a Porto note")
+    assert saved["saved"] == "new"
+    assert [h["key"] for h in await use(skill, ALICE, "memory_search", query="Porto")] == ["new"]
+    assert len(failures) == 1 and "could not take in 1 writes" in caplog.text
 
 
 async def test_m9_a_start_without_a_cache_indexes_every_note_batch_by_batch(

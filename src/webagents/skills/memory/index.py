@@ -5,7 +5,8 @@ the namespaces it reads (bumped by every write, in any process) and the folders'
 files added or removed by hand), and rescans a namespace that changed. A rescan parses only
 the files whose state (size, mtime, inode, ctime) differs from what was indexed. Files edited
 in place change neither: each namespace's files are checked again once they are a second old,
-within a time budget per query.
+within a time budget per query. This process's own writes are recorded as they are made and
+taken in by the next query, all of them in one transaction (`record`).
 
 User text never reaches FTS5's query syntax: a query is split into words and each is matched
 as a quoted phrase, and the namespaces a caller may read are bound parameters.
@@ -41,6 +42,8 @@ RECHECK_SECONDS = 1.0
 change neither its generation nor its folder): this long after its last check. Within the
 budget below, so with many namespaces due (the owner's queries) an in-place edit may wait
 for as many queries as there are namespaces due before it."""
+MAX_WAITING = 64
+"""Recorded writes taken in by the write that makes this many, when no query came first."""
 RECHECK_BUDGET_SECONDS = 0.02
 """How long one query spends at most on those checks: the namespaces checked longest ago go
 first (at least one), the rest at the next queries. So a query over every namespace (the
@@ -117,6 +120,7 @@ class MemoryIndex:
         self._lock = threading.RLock()
         self._seen: dict[str, tuple[int, int]] = {}
         self._checked: dict[str, float] = {}
+        self._waiting: list[tuple[str, str, Change]] = []
         self.problems: dict[str, list[Problem]] = {}
 
     # -- keeping up with the files ----------------------------------------------------------
@@ -134,6 +138,7 @@ class MemoryIndex:
             changed = not reused
             with self._db:
                 self._seen.clear()
+                self._waiting.clear()  # their files are read like any other
                 self._checked.clear()
                 self.problems.clear()
                 present = self.store.namespaces()
@@ -251,6 +256,8 @@ class MemoryIndex:
     def refresh(self, namespaces: Iterable[str]) -> None:
         """Rescan each of `namespaces` that changed since it was last indexed, and check
         the files of those due for it within the budget (RECHECK_BUDGET_SECONDS)."""
+        with self._lock:
+            self._catch_up()
         now = time.monotonic()
         due = []
         for namespace in namespaces:
@@ -318,21 +325,41 @@ class MemoryIndex:
             self.problems.setdefault(namespace, []).append(Problem(Path(path), str(exc)))
             return None
 
-    @contextlib.contextmanager
-    def changing(self, namespace: str, key: str) -> Iterator[IndexChange]:
-        """This process's own write or forget of one note, recorded without rescanning the
-        namespace (if the index was current right before the change, it is current after).
+    def record(self, namespace: str, key: str, change: Change) -> None:
+        """This process's own write or forget, whose file is already durable. It is taken in
+        at the next query (every query first takes in what is waiting, so a note is found at
+        once), with whatever else was written meanwhile, in one transaction: the write does
+        not wait for the full-text index, and a burst of writes costs one commit."""
+        with self._lock:
+            self._waiting.append((namespace, key, change))
+            if len(self._waiting) >= MAX_WAITING:
+                self._catch_up()
 
-        The rows change in a transaction held open across the file's write: `stage` when
-        the note is known and its file not yet written (its text indexed before the write's
-        fsyncs rather than after them), `done` with what the write left. An exception rolls
-        the index back: the file is then unchanged, or (a failure after the rename, such as
-        the folder's fsync) changed without its generation, which its folder's mtime or
-        the next check of its files still shows. Queries wait meanwhile (the lock); nothing inside may
-        rescan, which would commit the open transaction halfway.
-        """
-        with self._lock, self._db:
-            yield IndexChange(self, namespace, key)
+    def _catch_up(self) -> None:
+        """Take in the recorded writes (under the lock). Each is applied without rescanning
+        its namespace: if the index was current right before it, it is current after it."""
+        if not self._waiting:
+            return
+        waiting, self._waiting = self._waiting, []
+        last = {(namespace, key): n for n, (namespace, key, _) in enumerate(waiting)}
+        advanced: dict[str, tuple[int, int]] = {}
+        try:
+            with self._db:
+                for n, (namespace, key, change) in enumerate(waiting):
+                    if last[namespace, key] == n:  # a key written twice: its last version
+                        self._db.execute(
+                            "DELETE FROM notes WHERE namespace = ? AND key = ?", (namespace, key)
+                        )
+                        if change.note is not None and change.state is not None:
+                            self._insert(change.note, change.state)
+                    if advanced.get(namespace, self._seen.get(namespace)) == change.before:
+                        advanced[namespace] = (change.generation, change.folder_mtime_ns)
+        except sqlite3.Error:
+            # The files are written, and the namespaces' states were not advanced: the next
+            # query rescans them from the files.
+            log.exception("memory: the index could not take in %d writes", len(waiting))
+            return
+        self._seen.update(advanced)
 
     def _insert(self, note: Note, state: FileState) -> int:
         row_id = self._db.execute(_INSERT, _row(note, state)).lastrowid
@@ -359,6 +386,7 @@ class MemoryIndex:
         query = f"nsid:({narrowed}) AND {{key description content}}:({words})"
         marks = ",".join("?" * len(namespaces))
         with self._lock:
+            self._catch_up()
             rows = self._db.execute(
                 f"SELECT n.namespace, n.key, n.kind, n.description, n.summary, n.updated, "
                 f"snippet(notes_fts, 2, '', '', '…', 16) "
@@ -372,6 +400,7 @@ class MemoryIndex:
     def entries(self, namespace: str, *, kind: str = "note") -> list[Entry]:
         """A namespace's notes, newest first."""
         with self._lock:
+            self._catch_up()
             rows = self._db.execute(
                 "SELECT namespace, key, kind, description, summary, updated FROM notes "
                 "WHERE namespace = ? AND kind = ? ORDER BY updated DESC, key",
@@ -382,6 +411,7 @@ class MemoryIndex:
     def counts(self) -> dict[tuple[str, str], int]:
         """(namespace, kind) -> how many."""
         with self._lock:
+            self._catch_up()
             rows = self._db.execute(
                 "SELECT namespace, kind, count(*) FROM notes GROUP BY namespace, kind"
             ).fetchall()
@@ -391,37 +421,6 @@ class MemoryIndex:
         self._db.close()
 
 
-class IndexChange:
-    """One write or forget being recorded (`MemoryIndex.changing`)."""
-
-    def __init__(self, index: MemoryIndex, namespace: str, key: str) -> None:
-        self._index = index
-        self._namespace = namespace
-        self._key = key
-        self._row_id: int | None = None
-
-    def stage(self, note: Note | None) -> None:
-        """The note about to be written (None: about to be forgotten), before its file is."""
-        self._index._db.execute(
-            "DELETE FROM notes WHERE namespace = ? AND key = ?", (self._namespace, self._key)
-        )
-        if note is not None:
-            self._row_id = self._index._insert(note, _UNKNOWN_STATE)
-
-    def done(self, change: Change) -> None:
-        """The file is written (or removed): its state, and the namespace's, recorded."""
-        if self._row_id is not None and change.state is not None:
-            self._index._db.execute(
-                "UPDATE notes SET size = ?, mtime_ns = ?, ino = ?, ctime_ns = ? WHERE id = ?",
-                (*change.state, self._row_id),
-            )
-        seen = self._index._seen
-        if seen.get(self._namespace) == change.before:
-            seen[self._namespace] = (change.generation, change.folder_mtime_ns)
-
-
-_UNKNOWN_STATE: FileState = (-1, -1, -1, -1)
-"""A staged row's file state until the write tells it (never a real file's)."""
 _BATCH = 4096
 _INDEX_RANGE = (
     "INSERT INTO notes_fts (rowid, key, description, content, nsid) "

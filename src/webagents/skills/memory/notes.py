@@ -28,7 +28,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -382,14 +382,8 @@ class NoteStore:
         *,
         kind: str = "note",
         create: bool = False,
-        staging: Callable[[Note | None], None] | None = None,
     ) -> Change:
-        """Save a note (replacing one with the same key; with `create`, FileExistsError).
-
-        `staging` is called under the lock with the note about to be written, before the
-        file is: what must change with it (the index) does its work there, and nothing is
-        written when it raises.
-        """
+        """Save a note (replacing one with the same key; with `create`, FileExistsError)."""
         with self._locked(namespace) as (folder, lock_fd):
             path = folder / f"{key}.md"
             if create and os.path.lexists(path):
@@ -397,25 +391,19 @@ class NoteStore:
             self._refuse_unreadable(namespace, key, path)
             before = _generation(lock_fd), os.stat(folder).st_mtime_ns
             note = Note(namespace, key, content, one_line(description), now(), kind)
-            if staging is not None:
-                staging(note)
             atomic_write(path, note.render().encode("utf-8"), locked=True)
             info = os.stat(path)
             generation = _bump(lock_fd, before[0])
             return Change(generation, os.stat(folder).st_mtime_ns, note, file_state(info), before)
 
-    def forget(
-        self, namespace: str, key: str, *, staging: Callable[[Note | None], None] | None = None
-    ) -> Change | None:
-        """Remove a note; None when there was none. `staging` as for `write`, with None."""
+    def forget(self, namespace: str, key: str) -> Change | None:
+        """Remove a note; None when there was none."""
         with self._locked(namespace) as (folder, lock_fd):
             path = folder / f"{key}.md"
             if not os.path.lexists(path):
                 return None
             self._refuse_unreadable(namespace, key, path)
             before = _generation(lock_fd), os.stat(folder).st_mtime_ns
-            if staging is not None:
-                staging(None)
             path.unlink()
             generation = _bump(lock_fd, before[0])
             return Change(generation, os.stat(folder).st_mtime_ns, None, None, before)

@@ -226,11 +226,8 @@ class MemorySkill(Skill[MemorySettings]):
             )
         # In the event loop, not a thread: a note write (fsync included) takes about a
         # millisecond and a thread hand-off costs nearly as much again (bench/memory.py).
-        with self.index.changing(target, key) as indexing:
-            change = self.store.write(
-                target, key, content, description, kind=kind, create=create, staging=indexing.stage
-            )
-            indexing.done(change)
+        change = self.store.write(target, key, content, description, kind=kind, create=create)
+        self.index.record(target, key, change)
         assert change.note is not None
         return {"saved": key, "namespace": target, "updated": change.note.updated}
 
@@ -238,12 +235,10 @@ class MemorySkill(Skill[MemorySettings]):
         rights = rights_of(ctx.caller)
         target = self._writable(rights, namespace)
         check_key(key, episode=True)
-        with self.index.changing(target, key) as indexing:
-            change = self.store.forget(target, key, staging=indexing.stage)
-            if change is not None:
-                indexing.done(change)
+        change = self.store.forget(target, key)
         if change is None:
             raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
+        self.index.record(target, key, change)
         return {"forgot": key, "namespace": target}
 
     async def list(self, ctx: Context, namespace: str | None = None) -> Any:
