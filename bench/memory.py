@@ -211,6 +211,7 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
     folder = work / f"agent-{size}"
     root = folder / ".webagents" / "memory"
     notes = lay_out(root, size)
+    os.sync()  # the set-up's writes reach the disk now, not while the start is timed
 
     # Start-up: the index rebuilt from the files (page cache warm: they were just written).
     skill = MemorySkill()

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from webagents import Caller
@@ -175,3 +175,82 @@ def test_m7_the_fast_reading_of_written_notes_agrees_with_yaml(
         **({"kind": kind} if kind != "note" else {}),
     }
     assert parse_note(text.encode(), namespace="owner", key="k", mtime=0) == note
+
+
+_PLAINISH = st.from_regex(r"[A-Za-z][A-Za-z0-9 ,._()/&+-]{0,20}", fullmatch=True)
+"""Text a YAML reader takes as a plain scalar, more or less (double spaces, a space last)."""
+_FRONT_FIELD = st.one_of(
+    _LINE,
+    _PLAINISH,
+    _LINE.map(json.dumps),
+    _PLAINISH.map(json.dumps),
+    st.sampled_from(['""', '"a\\"b"', "yes", "No", '"2026-11-30T01:00:00+00:00"']),
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    description=_LINE,
+    updated=_LINE.filter(bool),
+    kind=st.sampled_from(["note", "episode"]),
+    content=st.text(max_size=40),
+    raw_description=_FRONT_FIELD,
+    raw_updated=_FRONT_FIELD,
+    tail=st.sampled_from(["", "kind: episode\n", "kind: other\n", "extra: 1\n"]),
+)
+@example(
+    description="",
+    updated="t",
+    kind="note",
+    content="",
+    raw_description="Two  spaces",
+    raw_updated='"2026-11-30"',
+    tail="",
+)
+@example(
+    description="",
+    updated="t",
+    kind="note",
+    content="",
+    raw_description='" lead\\tand tab"',
+    raw_updated='"2026-11-30"',
+    tail="kind: episode\n",
+)
+def test_m9_the_quick_reading_at_start_agrees_with_the_careful_one(
+    tmp_path: Path,
+    description: str,
+    updated: str,
+    kind: str,
+    content: str,
+    raw_description: str,
+    raw_updated: str,
+    tail: str,
+) -> None:
+    """A start reads the notes the agent wrote the quick way (`read_written`) and anything
+    else the careful way (`NoteStore.load`); where the quick way reads a file at all, it
+    must read what the careful way reads: for notes as written, and for hand-made front
+    matter of every shape."""
+    from webagents.skills.memory.notes import Note, NoteStore, one_line, read_written
+
+    store = NoteStore(tmp_path)
+    written = Note("owner", "k", content, one_line(description), updated, kind).render()
+    by_hand = f"---\ndescription: {raw_description}\nupdated: {raw_updated}\n{tail}---\n{content}"
+    for n, text in enumerate((written, by_hand)):
+        path = tmp_path / f"note-{n}.md"
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+        quick = read_written("owner", f"note-{n}", str(path))
+        if quick is not None:
+            assert quick == store.load("owner", f"note-{n}", str(path))
+
+
+def test_m9_notes_as_the_agent_writes_them_are_read_the_quick_way(tmp_path: Path) -> None:
+    from webagents.skills.memory.notes import Note, NoteStore, now, read_written
+
+    store = NoteStore(tmp_path)
+    for n, (description, kind) in enumerate(
+        [("", "note"), ("Launch plan", "note"), ("Où: Lisbon, 3 March", "episode")]
+    ):
+        path = tmp_path / f"n{n}.md"
+        path.write_text(Note("owner", f"n{n}", "body\n", description, now(), kind).render())
+        quick = read_written("owner", f"n{n}", str(path))
+        assert quick is not None and quick == store.load("owner", f"n{n}", str(path))

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..._files import ensure_private_dir
-from .notes import Change, FileState, Note, NoteFormatError, NoteStore, Problem
+from .layout import is_key
+from .notes import Change, FileState, Note, NoteFormatError, NoteStore, Problem, read_written
 
 log = logging.getLogger("webagents.memory")
 
@@ -198,12 +199,17 @@ class MemoryIndex:
         for namespace in namespaces:
             state = self.state(namespace)  # before reading: a change meanwhile shows later
             for key, path in self.store.names(namespace):
-                loaded = self._load(namespace, key, path)
-                if loaded is not None:
-                    rows.append(_row(*loaded))
-                    if len(rows) >= _BATCH:  # within a namespace too: the owner's may be most
-                        yield rows
-                        rows = []
+                # The form the agent writes is read the quick way; anything else (or a bad
+                # key) the careful way, which reports what cannot be read.
+                loaded = read_written(namespace, key, path) if is_key(key) else None
+                if loaded is None:
+                    loaded = self._load(namespace, key, path)
+                    if loaded is None:
+                        continue
+                rows.append(_row(*loaded))
+                if len(rows) >= _BATCH:  # within a namespace too: the owner's may be most
+                    yield rows
+                    rows = []
             self._seen[namespace] = state
             self._checked[namespace] = time.monotonic()
         if rows:

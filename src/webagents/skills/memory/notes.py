@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -64,6 +64,8 @@ def content_hash(content: str) -> str:
 
 def one_line(text: str) -> str:
     """A description kept to one line: no line breaks or control characters."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # already one line (the common case, cheaply)
     if not text.isprintable():
         text = "".join(ch if ch.isprintable() else " " for ch in text)
     return " ".join(text.split())
@@ -77,8 +79,9 @@ def first_line_summary(content: str) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
-class Note:
+class Note(NamedTuple):
+    """A note as read or about to be written. (A tuple: a start makes a hundred thousand.)"""
+
     namespace: str
     key: str
     content: str
@@ -158,8 +161,8 @@ _WRITTEN = re.compile(r"---\ndescription: ([^\n]*)\nupdated: ([^\n]*)\n(?:kind: 
 def _written_scalar(value: str) -> str | None:
     """A scalar as `_scalar` writes it, read back; None for anything else."""
     if value.startswith('"'):
-        inner = value[1:-1]
-        if len(value) >= 2 and value.endswith('"') and "\\" not in inner and '"' not in inner:
+        inner = _unescaped(value)
+        if inner is not None:
             return inner  # a JSON string without escapes is its own text
         try:
             decoded = json.loads(value)
@@ -179,12 +182,12 @@ def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
         raise NoteFormatError(f"not valid UTF-8 (byte {exc.start})") from None
     written = _WRITTEN.match(text)
     if written is not None:
-        description = _written_scalar(written.group(1))
-        updated = _written_scalar(written.group(2))
+        front_description, front_updated, kind = written.groups()
+        description = _written_scalar(front_description)
+        updated = _written_scalar(front_updated)
         if description is not None and updated:
-            kind = written.group(3) or "note"
             body = text[written.end() :]
-            return Note(namespace, key, body, one_line(description), updated, kind)
+            return Note(namespace, key, body, one_line(description), updated, kind or "note")
 
     def modified() -> str:
         return datetime.fromtimestamp(mtime, UTC).isoformat()
@@ -214,6 +217,56 @@ def parse_note(raw: bytes, *, namespace: str, key: str, mtime: float) -> Note:
     if kind not in ("note", "episode"):
         raise NoteFormatError(f"kind: {kind!r} is neither note nor episode")
     return Note(namespace, key, body, one_line(description), str(updated), kind)
+
+
+_OPEN_NOTE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def read_written(namespace: str, key: str, path: str) -> tuple[Note, FileState] | None:
+    """A note file in the form the agent writes, read with the least work there is (a start
+    reads a hundred thousand), with its state; None for anything else (a hand edit, a link,
+    a file that is not a plain one...), which `NoteStore.load` then reads, or reports. The
+    key is the caller's to check. A property test holds the two to the same reading."""
+    try:
+        fd = os.open(path, _OPEN_NOTE)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        raw = os.read(fd, info.st_size + 1)
+    finally:
+        os.close(fd)
+    if len(raw) != info.st_size or raw[:4] != b"---\n":
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    written = _WRITTEN.match(text)
+    if written is None:
+        return None
+    description, updated, kind = written.groups()
+    updated = _unescaped(updated)
+    if not updated:
+        return None
+    if description[:1] == '"':
+        description = _unescaped(description)
+    elif not _PLAIN.fullmatch(description) or description.lower() in _YAML_WORDS:
+        return None
+    if description is None or one_line(description) != description:
+        return None  # only one-line descriptions, as the agent writes them
+    note = Note(namespace, key, text[written.end() :], description, updated, kind or "note")
+    return note, (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+
+
+def _unescaped(value: str) -> str | None:
+    """A double-quoted scalar's text when nothing in it is escaped; else None."""
+    inner = value[1:-1]
+    if len(value) < 2 or value[0] != '"' or value[-1] != '"' or "\\" in inner or '"' in inner:
+        return None
+    return inner
 
 
 def _read_plain(path: str | Path) -> tuple[bytes, os.stat_result]:
