@@ -1,5 +1,6 @@
 """The memory skill beside LangGraph's SqliteStore and InMemoryStore, and beside the floors
-(a bare atomic fsync'd file write, a bare FTS5 query), measured in one process, one run.
+(a bare atomic fsync'd file write, a bare FTS5 query), measured in one run: the starts and
+bulk loads each in a fresh process (as at a real start), the rest side by side in this one.
 
     .venv/bin/pip install langgraph-checkpoint-sqlite   # the peers (not a project dependency)
     .venv/bin/python bench/memory.py [--sizes 1000 10000 100000] [--repeat 200]
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import platform
 import random
@@ -135,29 +137,40 @@ def amedian_ms(fn: Callable[[], Any], repeat: int) -> float:
     return asyncio.run(_timing.amedian_ms(fn, repeat))
 
 
-def peak_mb(what: str, size: int, root: Path) -> float:
-    """How much a fresh process's peak resident memory grows doing one thing: the memory
-    index's start without a cache over the notes in `root` (SQLite's memory included, which
-    tracemalloc would not see), or a LangGraph store taking in the same notes."""
+def in_fresh_process(what: str, size: int, root: Path) -> dict[str, float]:
+    """Time one thing in a fresh process, as at a real start (not in this one, which holds
+    every note and LangGraph's stores), and how much its peak resident memory grows (SQLite's
+    memory included, which tracemalloc would not see). `what`: "start" (the memory index
+    from the files, writing its cache file as a start does), "cached start" (from that
+    cache, then every namespace's files checked, as their first queries do), or the name
+    of a LangGraph store taking in the same notes."""
     done = subprocess.run(
-        [sys.executable, __file__, "--peak-of", what, "--sizes", str(size), "--root", str(root)],
+        [sys.executable, __file__, "--child", what, "--sizes", str(size), "--root", str(root)],
         capture_output=True,
         text=True,
         check=True,
     )
-    return float(done.stdout)
+    figures: dict[str, float] = json.loads(done.stdout)
+    return figures
 
 
-def peak_of(what: str, size: int, root: Path) -> None:
-    """The child of `peak_mb`: everything imported and made first, then the one thing."""
-    notes = make_notes(size) if what != "webagents" else []
-    stores = langgraph_stores(root.parent / "peak.db") if what != "webagents" else {}
+def child(what: str, size: int, root: Path) -> None:
+    """The child of `in_fresh_process`: everything imported and made first, then the one
+    thing; its figures as JSON on stdout."""
+    notes = make_notes(size) if "start" not in what else []
+    stores = langgraph_stores(root.parent / f"child-{size}.db") if "start" not in what else {}
+    cache = root / ".index.sqlite"
+    if what == "start":
+        cache.unlink(missing_ok=True)
+    index = MemoryIndex(NoteStore(root), cache=cache)
+    figures = {}
     peak_before, resident_before = _peak_kib(), _resident_kib()
-    if what == "webagents":
-        index = MemoryIndex(NoteStore(root), cache=None)
+    began = time.perf_counter()
+    if "start" in what:
         index.rebuild()
     else:
         load_langgraph(stores[what], notes)
+    figures["ms"] = (time.perf_counter() - began) * 1000
     peak_after = _peak_kib()
     # The peak of the work itself when it set a new one; else (the imports peaked higher)
     # what it still holds, a lower bound.
@@ -166,7 +179,12 @@ def peak_of(what: str, size: int, root: Path) -> None:
         if peak_after > peak_before
         else _resident_kib() - resident_before
     )
-    print(f"{grown / 1024:.1f}")
+    figures["peak MiB"] = grown / 1024
+    if what == "cached start":
+        began = time.perf_counter()
+        index.refresh(index.store.namespaces())
+        figures["checked ms"] = (time.perf_counter() - began) * 1000
+    print(json.dumps(figures))
 
 
 def _peak_kib() -> int:
@@ -213,37 +231,29 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
     notes = lay_out(root, size)
     os.sync()  # the set-up's writes reach the disk now, not while the start is timed
 
-    # Start-up: the index rebuilt from the files (page cache warm: they were just written).
-    skill = MemorySkill()
-    began = time.perf_counter()
-    Agent("bench", skills=[skill], model=ScriptedModel(), directory=folder)
-    rows.append(("rebuild at start, no cache", "webagents", (time.perf_counter() - began) * 1000))
-    began = time.perf_counter()
-    skill.index.rebuild()  # as at the next start: the cache file is reused
-    rows.append(
-        ("rebuild at start, cache reused", "webagents", (time.perf_counter() - began) * 1000)
-    )
+    # Start-up, in fresh processes: the index made from the files (page cache warm: they were
+    # just written), then from the cache file that start wrote.
+    cold = in_fresh_process("start", size, root)
+    cached = in_fresh_process("cached start", size, root)
+    rows.append(("start without a cache", "webagents", cold["ms"]))
+    rows.append(("peak memory of that start (MiB)", "webagents", cold["peak MiB"]))
+    rows.append(("start from the cache", "webagents", cached["ms"]))
     # A cache start leaves each unchanged namespace's files to be checked at its first use:
     # what checking them all costs (the first /memory of the owner, say).
-    began = time.perf_counter()
+    rows.append(
+        ("then every namespace's files checked (first use)", "webagents", cached["checked ms"])
+    )
+
+    skill = MemorySkill()  # the skill the rest is measured with (from the cache)
+    Agent("bench", skills=[skill], model=ScriptedModel(), directory=folder)
     skill.index.refresh(skill.store.namespaces())
-    rows.append(
-        (
-            "then every namespace's files checked (first use)",
-            "webagents",
-            (time.perf_counter() - began) * 1000,
-        )
-    )
-    rows.append(
-        ("peak memory of a start, no cache (MiB)", "webagents", peak_mb("webagents", size, root))
-    )
 
     peers = langgraph_stores(work / f"langgraph-{size}.db")
     for name, store in peers.items():
-        began = time.perf_counter()
-        load_langgraph(store, notes)
-        rows.append(("load every note (bulk)", name, (time.perf_counter() - began) * 1000))
-        rows.append(("peak memory of the bulk load (MiB)", name, peak_mb(name, size, root)))
+        load_langgraph(store, notes)  # for the rest; timed in a fresh process:
+        loaded = in_fresh_process(name, size, root)
+        rows.append(("load every note (bulk)", name, loaded["ms"]))
+        rows.append(("peak memory of the bulk load (MiB)", name, loaded["peak MiB"]))
 
     alice = Caller.verified("user7@example.com")
     ctx = Context(agent=AgentInfo("bench", folder), caller=alice)
@@ -359,11 +369,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=200)
-    parser.add_argument("--peak-of", help=argparse.SUPPRESS)  # the child of peak_mb
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # see in_fresh_process
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args()
-    if options.peak_of:
-        peak_of(options.peak_of, options.sizes[0], options.root)
+    if options.child:
+        child(options.child, options.sizes[0], options.root)
         return
     print(
         f"# bench/memory.py, {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
