@@ -375,6 +375,23 @@ async def test_m6_writes_are_taken_into_the_index_by_the_next_query_or_a_burst(
     assert [n["key"] for n in listed] == ["one"]
 
 
+async def test_m9_a_write_recorded_after_another_writers_is_not_taken_as_the_newest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded changes come after their files; if another writer's version was indexed in
+    between, the older record must not win: the namespace is read again from the files."""
+    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    _, skill = memory_agent(tmp_path / "keeper")
+    await use(skill, ALICE, "memory_write", key="plan", content="meet in Lisbon")
+    assert len(await use(skill, ALICE, "memory_search", query="Lisbon")) == 1
+    mine = skill.store.write(ALICE.namespace, "plan", "meet in Porto", "")  # not yet recorded
+    NoteStore(skill.store.root).write(ALICE.namespace, "plan", "meet in Faro", "")  # another
+    assert len(await use(skill, ALICE, "memory_search", query="Faro")) == 1  # rescanned
+    skill.index.record(ALICE.namespace, "plan", mine)  # arrives late
+    assert len(await use(skill, ALICE, "memory_search", query="Faro")) == 1
+    assert await use(skill, ALICE, "memory_search", query="Porto") == []
+
+
 async def test_m9_an_index_that_fails_to_take_in_a_write_rescans_instead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

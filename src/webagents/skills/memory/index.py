@@ -349,6 +349,7 @@ class MemoryIndex:
         waiting, self._waiting = self._waiting, []
         last = {(namespace, key): n for n, (namespace, key, _) in enumerate(waiting)}
         advanced: dict[str, tuple[int, int]] = {}
+        crossed: set[str] = set()
         try:
             with self._db:
                 for n, (namespace, key, change) in enumerate(waiting):
@@ -360,12 +361,16 @@ class MemoryIndex:
                             self._insert(change.note, change.state)
                     if advanced.get(namespace, self._seen.get(namespace)) == change.before:
                         advanced[namespace] = (change.generation, change.folder_mtime_ns)
+                    else:  # another writer came between (or the index was not current)
+                        crossed.add(namespace)
         except sqlite3.Error:
             # The files are written, and the namespaces' states were not advanced: the next
             # query rescans them from the files.
             log.exception("memory: the index could not take in %d writes", len(waiting))
             return
         self._seen.update(advanced)
+        for namespace in crossed:  # its rows may be older than its files: read it again
+            self._seen.pop(namespace, None)
 
     def _insert(self, note: Note, state: FileState) -> int:
         row_id = self._db.execute(_INSERT, _row(note, state)).lastrowid

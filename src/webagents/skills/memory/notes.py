@@ -236,6 +236,8 @@ def read_written(namespace: str, key: str, path: str) -> tuple[Note, FileState] 
         if not stat.S_ISREG(info.st_mode):
             return None
         raw = os.read(fd, info.st_size + 1)
+    except OSError:
+        return None  # the careful way reads it again, and reports what fails
     finally:
         os.close(fd)
     if len(raw) != info.st_size or raw[:4] != b"---\n":
