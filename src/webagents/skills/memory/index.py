@@ -144,7 +144,7 @@ class MemoryIndex:
                 self.problems.clear()
                 present = self.store.namespaces()
                 if reused:
-                    stale = self._db.execute(
+                    removed = self._db.execute(
                         f"DELETE FROM notes WHERE namespace NOT IN "
                         f"({','.join('?' * len(present))})",
                         present,
@@ -162,7 +162,7 @@ class MemoryIndex:
                         else:
                             self._reconcile(namespace, state)
                             changed = True
-                    changed = changed or bool(stale)
+                    changed = changed or bool(removed)
                 else:
                     self._build(present)
                 self._db.execute("DELETE FROM seen")

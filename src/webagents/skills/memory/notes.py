@@ -260,7 +260,7 @@ def read_written(namespace: str, key: str, path: str) -> tuple[Note, FileState] 
     if description is None or one_line(description) != description:
         return None  # only one-line descriptions, as the agent writes them
     note = Note(namespace, key, text[written.end() :], description, updated, kind or "note")
-    return note, (info.st_size, info.st_mtime_ns, info.st_ino, info.st_ctime_ns)
+    return note, file_state(info)
 
 
 def _unescaped(value: str) -> str | None:
@@ -275,7 +275,7 @@ def _read_plain(path: str | Path) -> tuple[bytes, os.stat_result]:
     """A note file's bytes: a plain file, never through a symbolic link (which could lead to
     another caller's note or anywhere else) nor a pipe or device (which could block)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, _OPEN_NOTE)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise
