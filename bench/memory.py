@@ -39,7 +39,8 @@ from webagents.context import AgentInfo, Context
 from webagents.skills.memory import MemorySkill, rights_of
 from webagents.skills.memory.index import MemoryIndex, fts_query, namespace_id
 from webagents.skills.memory.layout import namespace_folder
-from webagents.skills.memory.notes import Note, NoteStore
+from webagents.skills.memory.note_file import Note
+from webagents.skills.memory.notes import NoteStore
 from webagents.testing import ScriptedModel
 
 CALLERS = 100

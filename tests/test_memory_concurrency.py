@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from webagents.skills.memory import rights_of
-from webagents.skills.memory.notes import parse_note
+from webagents.skills.memory.note_file import parse_note
 
 from .conftest import REPO_ROOT
 from .memory_helpers import ALICE, memory_agent

@@ -298,7 +298,7 @@ async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) ->
 def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: str) -> None:
     import yaml
 
-    from webagents.skills.memory.notes import Note, parse_note
+    from webagents.skills.memory.note_file import Note, parse_note
 
     note = Note("owner", "k", "body\n", description, "2026-11-29T22:00:00.123+00:00")
     text = note.render()

@@ -163,7 +163,7 @@ def test_m7_the_fast_reading_of_written_notes_agrees_with_yaml(
     YAML parser reads, for any description and time."""
     import yaml
 
-    from webagents.skills.memory.notes import Note, one_line, parse_note
+    from webagents.skills.memory.note_file import Note, one_line, parse_note
 
     description = one_line(description)
     note = Note("owner", "k", "the body\n", description, updated, kind)
@@ -230,7 +230,8 @@ def test_m9_the_quick_reading_at_start_agrees_with_the_careful_one(
     else the careful way (`NoteStore.load`); where the quick way reads a file at all, it
     must read what the careful way reads: for notes as written, and for hand-made front
     matter of every shape."""
-    from webagents.skills.memory.notes import Note, NoteStore, one_line, read_written
+    from webagents.skills.memory.note_file import Note, one_line, read_written
+    from webagents.skills.memory.notes import NoteStore
 
     store = NoteStore(tmp_path)
     written = Note("owner", "k", content, one_line(description), updated, kind).render()
@@ -244,7 +245,8 @@ def test_m9_the_quick_reading_at_start_agrees_with_the_careful_one(
 
 
 def test_m9_notes_as_the_agent_writes_them_are_read_the_quick_way(tmp_path: Path) -> None:
-    from webagents.skills.memory.notes import Note, NoteStore, now, read_written
+    from webagents.skills.memory.note_file import Note, now, read_written
+    from webagents.skills.memory.notes import NoteStore
 
     store = NoteStore(tmp_path)
     for n, (description, kind) in enumerate(

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from ..._files import ensure_private_dir
 from .layout import is_key
-from .notes import Change, FileState, Note, NoteFormatError, NoteStore, Problem, read_written
+from .note_file import FileState, Note, NoteFormatError, Problem, read_written
+from .notes import Change, NoteStore
 
 log = logging.getLogger("webagents.memory")
 

@@ -28,7 +28,8 @@ from ...errors import ConfigError, ToolError
 from ..base import ChatIO, Skill, SlashCommand, Tool
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, check_key
-from .notes import Note, NoteFormatError, NoteStore, first_line_summary
+from .note_file import Note, NoteFormatError, first_line_summary
+from .notes import NoteStore
 from .prompt import memory_block
 from .rights import Rights, rights_of
 
