@@ -7,6 +7,7 @@ namespaces a caller may read and write is decided elsewhere, from the namespace 
 
 from __future__ import annotations
 
+import hashlib
 import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,6 +33,31 @@ def identity_is_nameable(identity: str) -> bool:
     if not identity or len(identity) > MAX_IDENTITY_LENGTH or "," in identity:
         return False
     return all(unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Zl", "Zp"} for ch in identity)
+
+
+def shown_to_owner(identity: str) -> str:
+    """An identity (or a namespace naming one) as the owner's views print it: never two alike.
+
+    Printable ASCII is shown as it is (a backslash doubled); any other character as a
+    `\\uXXXX` escape, and then a short hash of the whole identity is added, so a lookalike
+    (a Cyrillic `\\u0430` for the `a` of `bob@example.com`) cannot pass for another caller on
+    screen or in a log. Different identities always show differently: the escaping can be
+    read back.
+    """
+    shown = "".join(_shown_char(ch) for ch in identity)
+    if all(0x20 <= ord(ch) < 0x7F for ch in identity):
+        return shown
+    digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{shown} (#{digest})"
+
+
+def _shown_char(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    code = ord(ch)
+    if 0x20 <= code < 0x7F:
+        return ch
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,4 +116,4 @@ class Caller:
             return "owner"
         if self.kind is CallerKind.ANONYMOUS:
             return "anonymous"
-        return f"{self.kind.value} {self.identity!r}"
+        return f"{self.kind.value} '{shown_to_owner(self.identity or '')}'"

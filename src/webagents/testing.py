@@ -222,6 +222,15 @@ OFFLINE_NOTICE = (
     "offline: replies come from the scripted model in webagents.testing, not a real one "
     "(set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a real model)"
 )
+OFFLINE_REMEMBER = "remember that"
+"""A message starting so makes the offline model keep the rest as a note (memory_write)."""
+OFFLINE_RECALL = "what do you remember"
+"""This message makes the offline model list the notes (memory_list)."""
+OFFLINE_MEMORY_HINT = (
+    f'memory works offline too: say "{OFFLINE_REMEMBER} <something>", '
+    f'then "{OFFLINE_RECALL}" (also in a new conversation)'
+)
+"""Said beside the notice for an agent with the memory skill, so the demo shows it at work."""
 
 
 def _offline_reply(request: ModelRequest) -> Reply:

@@ -172,6 +172,7 @@ def test_make_demo_runs_the_example_offline_and_says_so(tmp_path: Path) -> None:
     )
     child.expect("assistant · offline-scripted")
     child.expect("offline: replies come from the scripted model in webagents.testing")
+    child.expect('memory works offline too: say "remember that <something>", then "what do')
     child.expect(PROMPT)
     child.child.sendline("hello")
     child.expect("(offline scripted model, turn 1) You said: 'hello'.")

@@ -24,8 +24,24 @@ class _DefaultToChat(click.Group):
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
         if args and args[0] not in self.commands:  # a PATH, or one of chat's options
+            mistyped = _mistyped_command(args[0], list(self.commands))
+            if mistyped is not None:
+                ctx.fail(f"no such command or folder {args[0]!r}; did you mean {mistyped!r}?")
             return "chat", self.commands["chat"], args
         return super().resolve_command(ctx, args)
+
+
+def _mistyped_command(word: str, commands: list[str]) -> str | None:
+    """The command a first argument that names no folder most likely meant (`serv`, `deamon`);
+    None for an option, an existing path, or a word like no command (a folder yet to be
+    made, which the chat reports as such)."""
+    import difflib
+    import os
+
+    if word.startswith("-") or os.sep in word or "." in word or Path(word).exists():
+        return None
+    close = difflib.get_close_matches(word.lower(), commands, n=1, cutoff=0.7)
+    return close[0] if close else None
 
 
 def _check_profile(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -163,3 +179,54 @@ def serve(ctx: click.Context, /, path: Path, **options: Any) -> None:
 def daemon(ctx: click.Context, /, root: Path, **options: Any) -> None:
     """Serve every agent folder under ROOT, reloading an agent when its files change."""
     _serve(ctx, True, root, options)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("prompt", required=False)
+@click.option("--offline", is_flag=True, help="Use the scripted offline model (no key needed).")
+@click.option("--json", "as_json", is_flag=True, help="Print the reply and its id as JSON.")
+@click.option("--resume", metavar="ID", help="Continue the kept conversation ID.")
+@click.option("-c", "--continue", "continue_", is_flag=True, help="Continue the latest one.")
+@profile_option
+@click.pass_context
+def run(
+    ctx: click.Context,
+    path: Path,
+    prompt: str | None,
+    offline: bool,
+    as_json: bool,
+    resume: str | None,
+    continue_: bool,
+    profile: str | None,
+) -> None:
+    """Send PROMPT (or stdin, when it is missing or -) to the agent in PATH as its owner and
+    print the reply: one turn, for scripts.
+
+    The conversation is kept like the chat's: --resume ID or -c continues it.
+    Exit status: 0 answered, 2 something to fix (the agent file, a key, the prompt), 1 failed.
+    """
+    from .run import run_once
+
+    if resume is not None and continue_:
+        raise click.UsageError("give --resume or -c, not both")
+    run_or_exit(
+        run_once,
+        path,
+        prompt,
+        offline=offline,
+        as_json=as_json,
+        resume="latest" if continue_ else resume,
+        profile=current_profile(ctx, profile),
+    )
+
+
+def _owner_tools() -> None:
+    from .memory import memory
+    from .sessions import sessions
+
+    main.add_command(memory)
+    main.add_command(sessions)
+
+
+_owner_tools()

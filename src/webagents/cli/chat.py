@@ -399,6 +399,15 @@ def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:
     return choice if is_conversation_id(choice) else None
 
 
+def offline_notice(agent: Agent) -> str:
+    """What the chat and `run` say with --offline: where replies come from, and (for an agent
+    with the memory skill) the phrases that make the offline model keep and list notes."""
+    from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE
+
+    has_memory = agent.skill("memory") is not None
+    return f"{OFFLINE_NOTICE}\n{OFFLINE_MEMORY_HINT}" if has_memory else OFFLINE_NOTICE
+
+
 def run_chat(
     path: Path,
     *,
@@ -410,10 +419,12 @@ def run_chat(
 
     model = notice = None
     if offline:
-        from ..testing import OFFLINE_NOTICE, OfflineModel
+        from ..testing import OfflineModel
 
-        model, notice = OfflineModel(), OFFLINE_NOTICE
+        model = OfflineModel()
     agent = load_agent(path, model=model, profile=profile)
+    if offline:
+        notice = offline_notice(agent)
     keep_conversations(agent)
     try:  # resolve now, so a missing key is reported before the prompt
         agent.model  # noqa: B018

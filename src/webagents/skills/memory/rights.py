@@ -6,9 +6,11 @@ nothing else decides access.
 
 | caller                           | reads                | writes            | conversations |
 |----------------------------------|----------------------|-------------------|---------------|
-| owner                            | every namespace      | `owner`, `shared` | the owner's   |
+| owner                            | every namespace      | `owner`, `shared` | the owner's * |
 | verified caller / channel sender | its own and `shared` | its own           | its own       |
 | nobody verified (or unnameable)  | `shared`             | nothing           | none kept     |
+
+* kept under `owner`; the owner also reads (never changes) every caller's kept conversations.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ class Rights:
     def conversations(self) -> str | None:
         """The namespace this caller's conversations are kept under (S5); None: not kept."""
         return self.own
+
+    @property
+    def reads_all_conversations(self) -> bool:
+        """Whether this caller may read every caller's kept conversations (the owner, from
+        `webagents sessions`, as it reads every namespace's notes); it changes only its own."""
+        return self.reads_all
 
     def lookup_order(self) -> list[str]:
         """Where a bare key is looked up (M4): the caller's own namespace, then shared."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..._files import atomic_write
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
 from ...compaction import Compaction, Summary
 from ...context import AgentInfo, Context, is_conversation_id
 from ...errors import ConfigError, ToolError
@@ -344,7 +344,8 @@ class MemorySkill(Skill[MemorySettings]):
         lines = [f"Notes are kept in {self.store.root}"]
         if rights.own is not None:
             lines.append(
-                f"yours ({rights.own}): {count(rights.own)}, {count(rights.own, 'episode')}"
+                f"yours ({shown_to_owner(rights.own)}): {count(rights.own)}, "
+                f"{count(rights.own, 'episode')}"
             )
         lines.append(f"shared: {count(SHARED_NAMESPACE)}")
         if rights.reads_all:
@@ -353,7 +354,7 @@ class MemorySkill(Skill[MemorySettings]):
                 f"callers: {len(callers)}, with {per_caller} note{'' if per_caller == 1 else 's'}"
             )
             for ns in callers[:10]:
-                lines.append(f"  {ns}: {count(ns)}, {count(ns, 'episode')}")
+                lines.append(f"  {shown_to_owner(ns)}: {count(ns)}, {count(ns, 'episode')}")
         if rights.own is not None:
             newest = [e.key for e in self.index.entries(rights.own)[:5]]
             lines.append("your newest: " + (", ".join(newest) if newest else "none yet"))

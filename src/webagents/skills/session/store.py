@@ -263,6 +263,20 @@ class LocalSessionStore:
         found.sort(key=lambda s: s.updated, reverse=True)
         return found[:limit]
 
+    def remove(self, namespace: str, session_id: str) -> bool:
+        """Remove a kept conversation and its journal; False when there was none."""
+        path = self.path(namespace, session_id)
+        if not path.parent.is_dir():
+            return False
+        with self._locked(path.parent):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_journal(path))
+        return True
+
     @contextlib.contextmanager
     def _locked(self, folder: Path) -> Iterator[None]:
         ensure_private_dir(folder)

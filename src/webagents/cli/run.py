@@ -1,0 +1,111 @@
+"""`webagents run PATH [PROMPT]`: one turn as the owner, the reply on stdout, for scripts.
+
+The person running it is the owner, as in the chat, and the conversation is kept like the
+chat's (S2): `--resume ID` or `-c` continues one (the chat's /resume sees them too), and
+`--json` says which id it was kept under. The prompt is the argument, or stdin when it is
+not given or is `-`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..agent import Agent, Conversation
+from ..agent_file import load_agent
+from ..caller import Caller
+from ..context import is_conversation_id
+from ..errors import ConfigError
+from ..skills.memory.rights import rights_of
+from .chat import keep_conversations, new_conversation_id, offline_notice
+from .owner import fail, print_json
+
+
+def read_prompt(prompt: str | None) -> str:
+    """The prompt given, or stdin's whole text (for `-` or no prompt)."""
+    if prompt is None or prompt == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            fail('give a prompt: webagents run PATH "your message" (or pipe it on stdin)')
+        prompt = sys.stdin.read()
+    text = prompt.strip()
+    if not text:
+        fail('the prompt is empty: webagents run PATH "your message" (or pipe it on stdin)')
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def run_once(
+    path: Path,
+    prompt: str | None,
+    *,
+    offline: bool = False,
+    as_json: bool = False,
+    resume: str | None = None,
+    profile: str | None = None,
+) -> None:
+    """`resume`: a kept conversation's id, `latest`, or None for a new conversation."""
+    text = read_prompt(prompt)
+    model = None
+    if offline:
+        from ..testing import OfflineModel
+
+        model = OfflineModel()
+    agent = load_agent(path, model=model, profile=profile)
+    keep_conversations(agent)
+    try:  # resolve now, so a missing key is reported before anything is kept
+        agent.model  # noqa: B018
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; or try the offline scripted model: --offline") from None
+    if offline:
+        click.secho(offline_notice(agent), fg="yellow", err=True)
+    asyncio.run(_turn(agent, path, text, resume, as_json))
+
+
+async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json: bool) -> None:
+    try:
+        conversation = await _conversation(agent, path, resume)
+        result = await conversation.send(text)
+    finally:
+        await agent.aclose()
+    if as_json:
+        usage = result.usage
+        reply: dict[str, Any] = {
+            "agent": agent.name,
+            "conversation": conversation.ctx.conversation_id,
+            "kept": conversation.ctx.kept,
+            "reply": result.output,
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+            },
+        }
+        print_json(reply)
+        return
+    click.echo(result.output)
+
+
+async def _conversation(agent: Agent, path: Path, resume: str | None) -> Conversation:
+    from ..skills.session import SessionSkill
+
+    owner = Caller.owner()
+    sessions = agent.skill(SessionSkill.name)
+    if resume is None or not isinstance(sessions, SessionSkill):
+        return await agent.start(owner, conversation_id=new_conversation_id())
+    namespace = rights_of(owner).conversations
+    assert namespace is not None
+    if resume == "latest":
+        recent = sessions.store.recent(namespace, limit=1)
+        if not recent:
+            fail(f'there is no kept conversation to continue yet: webagents run {path} "..."')
+        resume = recent[0].id
+    if not is_conversation_id(resume):
+        fail(f"{resume!r} is not a conversation id: `webagents sessions {path} list` shows them")
+    session = sessions.store.load(namespace, resume)
+    if session is None:
+        fail(
+            f"there is no kept conversation {resume!r}: `webagents sessions {path} list` shows them"
+        )
+    return await agent.start(owner, conversation_id=session["id"], messages=session["messages"])

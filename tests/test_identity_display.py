@@ -1,0 +1,74 @@
+"""Lookalike identities in the owner's views (issue 11), and the offline model's memory
+phrases that the demo names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webagents.caller import Caller, shown_to_owner
+from webagents.model import ModelRequest
+from webagents.skills.memory import rights_of
+from webagents.testing import OFFLINE_MEMORY_HINT, OFFLINE_RECALL, OFFLINE_REMEMBER, OfflineModel
+
+from .memory_helpers import OWNER, memory_agent, use
+
+LOOKALIKE = "bob@ex\u0430mple.com"  # a Cyrillic a (U+0430)
+
+
+def test_hardening_lookalike_identity_is_shown_escaped_with_its_hash() -> None:
+    assert shown_to_owner("caller:bob@example.com") == "caller:bob@example.com"
+    assert shown_to_owner(f"caller:{LOOKALIKE}") == "caller:bob@ex\\u0430mple.com (#b7b96e18)"
+    assert shown_to_owner("x\U0001f600") == "x\\U0001f600 (#c3cd6bb3)"
+    assert shown_to_owner("a\\u0430") == "a\\\\u0430"  # typed out in ASCII: not the same
+    assert Caller.verified(LOOKALIKE).describe() == "verified 'bob@ex\\u0430mple.com (#af7996e4)'"
+    assert Caller.verified("bob@example.com").describe() == "verified 'bob@example.com'"
+
+
+@given(st.text(max_size=12), st.text(max_size=12))
+def test_hardening_two_different_identities_never_show_the_same(first: str, second: str) -> None:
+    if first != second:
+        assert shown_to_owner(first) != shown_to_owner(second)
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30))
+def test_hardening_plain_ascii_identities_show_as_they_are(identity: str) -> None:
+    assert shown_to_owner(identity) == identity.replace("\\", "\\\\")
+
+
+async def test_hardening_memory_report_shows_a_lookalike_escaped(tmp_path: Path) -> None:
+    _, skill = memory_agent(tmp_path / "keeper")
+    for caller in (Caller.verified("bob@example.com"), Caller.verified(LOOKALIKE)):
+        await use(skill, caller, "memory_write", key="pet", content="a cat")
+    report = skill.report(rights_of(OWNER)).splitlines()
+    assert sorted(line for line in report if line.startswith("  caller:")) == [
+        "  caller:bob@ex\\u0430mple.com (#b7b96e18): 1 note, 0 episodes",
+        "  caller:bob@example.com: 1 note, 0 episodes",
+    ]
+
+
+async def test_hardening_offline_memory_phrases_the_demo_names_make_the_model_use_memory() -> None:
+    assert OFFLINE_MEMORY_HINT == (
+        'memory works offline too: say "remember that <something>", then "what do you '
+        'remember" (also in a new conversation)'
+    )
+    tools = [
+        {"type": "function", "function": {"name": name, "parameters": {}}}
+        for name in ("memory_write", "memory_list")
+    ]
+    model = OfflineModel()
+    said = f"{OFFLINE_REMEMBER} the launch is on Friday"
+    remember = await model.complete(ModelRequest([{"role": "user", "content": said}], tools))
+    assert [(c.name, c.arguments) for c in remember.tool_calls] == [
+        (
+            "memory_write",
+            '{"key": "the-launch-is", "content": "the launch is on Friday", '
+            '"description": "the launch is on Friday"}',
+        )
+    ]
+    recall = await model.complete(
+        ModelRequest([{"role": "user", "content": OFFLINE_RECALL}], tools)
+    )
+    assert [(c.name, c.arguments) for c in recall.tool_calls] == [("memory_list", "{}")]
