@@ -273,6 +273,12 @@ class _GuardedH11(H11Protocol):
         self._guard.lost(self)
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The connection goes to another protocol; this one never hears of it again.
+        self._head_in()
+        self._guard.lost(self)
+        super().handle_websocket_upgrade(event)
+
     def _await_head(self) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
