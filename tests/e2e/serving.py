@@ -6,7 +6,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,9 +20,11 @@ _SERVING = re.compile(r"webagents: serving at (http://127\.0\.0\.1:\d+)/v1")
 class Process:
     """A running `webagents` server; `output` is everything it printed so far."""
 
-    def __init__(self, args: list[str], env: dict[str, str], *, umask: int = -1) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], *, umask: int = -1, wrapper: Sequence[str] = ()
+    ) -> None:
         self.popen = subprocess.Popen(
-            [webagents_command(), *args],
+            [*wrapper, webagents_command(), *args],
             env=env,
             umask=umask,
             stdin=subprocess.DEVNULL,
@@ -85,8 +87,11 @@ class Process:
 
 
 @contextmanager
-def running(args: list[str], env: dict[str, str], *, umask: int = -1) -> Iterator[Process]:
-    process = Process([*args, "--port", "0"], env, umask=umask)
+def running(
+    args: list[str], env: dict[str, str], *, umask: int = -1, wrapper: Sequence[str] = ()
+) -> Iterator[Process]:
+    """`wrapper`: a command that runs the rest of the command line (as with `env`)."""
+    process = Process([*args, "--port", "0"], env, umask=umask, wrapper=wrapper)
     try:
         yield process
     finally:

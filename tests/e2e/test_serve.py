@@ -472,7 +472,8 @@ def test_too_large_bodies_are_413(served: tuple[Process, Path]) -> None:
     assert _error(answer) == (
         413,
         "request_too_large",
-        "the request body is over 1048576 bytes",
+        "the request body is over 1048576 bytes, this server's limit "
+        "(webagents serve --max-body-mb raises it)",
         "request_too_large",
     )
 

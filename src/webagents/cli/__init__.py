@@ -142,9 +142,13 @@ def _server_options(fn: Any) -> Any:
     fn = click.option(
         "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
     )(fn)
-    fn = click.option("--port", default=8000, show_default=True, help="Port (0: any free port).")(
-        fn
-    )
+    fn = click.option(
+        "--port",
+        default=8000,
+        show_default=True,
+        type=click.IntRange(0, 65535),
+        help="Port (0: any free port).",
+    )(fn)
     fn = click.option("--offline", is_flag=True, help="Answer with the scripted offline model.")(fn)
     fn = click.option(
         "--max-body-mb",
@@ -152,6 +156,28 @@ def _server_options(fn: Any) -> Any:
         show_default=True,
         type=click.IntRange(1, 1024),
         help="Largest request body accepted, in MiB.",
+    )(fn)
+    fn = click.option(
+        "--max-connections",
+        default=1000,
+        show_default=True,
+        type=click.IntRange(1),
+        help="Most connections open at once (fewer if the file limit, ulimit -n, needs it); "
+        "beyond it the longest-idle one is closed, or 503 if all are busy.",
+    )(fn)
+    fn = click.option(
+        "--header-timeout",
+        default=10,
+        show_default=True,
+        type=click.IntRange(1, 3600),
+        help="Seconds a connection has to send a whole request head before it is closed.",
+    )(fn)
+    fn = click.option(
+        "--keep-alive-timeout",
+        default=5,
+        show_default=True,
+        type=click.IntRange(1, 3600),
+        help="Seconds an idle connection is kept open after a response.",
     )(fn)
     return profile_option(fn)
 

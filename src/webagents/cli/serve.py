@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import socket
 from collections.abc import Callable
@@ -10,9 +11,17 @@ from pathlib import Path
 import click
 import uvicorn
 
+from ..chat_completions import NO_ENDPOINT
+from ..errors import ConfigError
 from ..model import Model
 from ..server import AgentHost, ServedAgent, create_app
-from ..server.app import DEFAULT_MAX_BODY_BYTES
+from ..server.connections import (
+    AcceptErrors,
+    ConnectionGuard,
+    ConnectionLimits,
+    connection_cap,
+    file_limit,
+)
 from ..testing import OFFLINE_NOTICE, OfflineModel
 
 
@@ -27,26 +36,57 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        hint = ""
+        if exc.errno == errno.EADDRINUSE:
+            hint = (
+                f"; another program (another webagents serve?) is using port {port}: "
+                "choose another with --port, or --port 0 for any free one"
+            )
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror}{hint}"
+        ) from None
     return sock
 
 
+def connection_guard(limits: ConnectionLimits) -> ConnectionGuard:
+    """The guard of `limits`, its cap fitted to the file limit, and the line that says so."""
+    files = file_limit()
+    requested = limits.max_connections
+    cap = connection_cap(requested, files)
+    if cap < 1:
+        raise click.ClickException(
+            f"the file limit (ulimit -n) of {files} leaves no room for connections: raise it"
+        )
+    fitted = ""
+    if cap < requested:
+        fitted = f" (ulimit -n {files} allows fewer than --max-connections {requested})"
+    click.echo(
+        f"  connections: at most {cap} open{fitted}; a request head within "
+        f"{limits.header_timeout:g} s; idle ones closed after {limits.keep_alive_timeout} s"
+    )
+    return ConnectionGuard(limits, cap)
+
+
 def run_server(
-    host: AgentHost, sock: socket.socket, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    host: AgentHost, sock: socket.socket, limits: ConnectionLimits, *, max_body_bytes: int
 ) -> None:
     logging.getLogger("webagents").setLevel(logging.INFO)
+    logging.getLogger("asyncio").addFilter(AcceptErrors(file_limit()))
     address, port = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
     for served in host.all():
         click.echo(f"  {served.describe_access()}")
         click.echo(f"  POST http://{shown}:{port}/agents/{served.name}/chat/completions")
+    guard = connection_guard(limits)
     click.echo(f"webagents: serving at http://{shown}:{port}/v1 (Ctrl-C stops)", nl=True)
     config = uvicorn.Config(
         create_app(host, max_body_bytes=max_body_bytes),
+        http=guard.protocol(),
+        timeout_keep_alive=limits.keep_alive_timeout,
         log_level="info",
         timeout_graceful_shutdown=10,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    uvicorn.Server(config).run(sockets=[guard.listen_on(sock)])
 
 
 def agent_host(path: Path, model: Model | None, profile: str | None) -> tuple[AgentHost, str]:
@@ -82,11 +122,20 @@ def serve_hosted(
     offline: bool,
     profile: str | None,
     max_body_mb: int,
+    max_connections: int,
+    header_timeout: int,
+    keep_alive_timeout: int,
 ) -> None:
     """Load what `make_host` serves, bind, say what is served and how, and serve it."""
-    hosted, banner = make_host(path, OfflineModel() if offline else None, profile)
+    try:
+        hosted, banner = make_host(path, OfflineModel() if offline else None, profile)
+    except ConfigError as exc:
+        if offline or NO_ENDPOINT not in str(exc):
+            raise
+        raise ConfigError(f"{exc}; or serve the offline scripted model: --offline") from None
     if offline:
         click.echo(OFFLINE_NOTICE)
     sock = bind(host, port)
     click.echo(banner)
-    run_server(hosted, sock, max_body_bytes=max_body_mb * 1024 * 1024)
+    limits = ConnectionLimits(max_connections, header_timeout, keep_alive_timeout)
+    run_server(hosted, sock, limits, max_body_bytes=max_body_mb * 1024 * 1024)

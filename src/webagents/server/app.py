@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from .._loop import TurnResult
@@ -212,6 +213,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         return respond(400, "invalid request", "invalid_request")
 
+    async def client_gone(request: Request, exc: Exception) -> JSONResponse:
+        # Left while sending its body: nobody to answer, and nothing for the log (a slow
+        # client that gives up would otherwise write a traceback per request).
+        return JSONResponse({}, status_code=499)
+
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
         log.error("request to %s failed", request.url.path, exc_info=exc)
         return respond(500, "internal server error", "internal_error")
@@ -220,6 +226,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         ApiError: api_error,
         StarletteHTTPException: http_error,
         RequestValidationError: validation_error,
+        ClientDisconnect: client_gone,
         Exception: internal_error,
     }
     for kind, handler in handlers.items():

@@ -112,7 +112,11 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
     def _message(self) -> str:
-        return f"the request body is over {self.max_bytes} bytes"
+        # Named for `webagents serve`'s users, true for any app: the option is the CLI's.
+        return (
+            f"the request body is over {self.max_bytes} bytes, this server's limit "
+            "(webagents serve --max-body-mb raises it)"
+        )
 
     async def _refuse(self, send: Send) -> None:
         response = JSONResponse(

@@ -1,0 +1,135 @@
+"""The server's limits in process: the connection cap against the file limit, floods of events
+logged once, asyncio's accept errors counted, the 413 that names --max-body-mb (issue 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+
+import httpx
+import pytest
+
+from webagents.server import AgentHost, create_app
+from webagents.server.connections import AcceptErrors, FloodLog, connection_cap
+
+
+def test_hardening_the_connection_cap_keeps_files_for_the_agent() -> None:
+    assert [
+        connection_cap(1000, 1024),  # Linux's usual ulimit -n: an eighth kept
+        connection_cap(1000, 128),  # at least 32 kept
+        connection_cap(1000, 1 << 20),
+        connection_cap(10, 1024),
+        connection_cap(1000, 32),
+    ] == [896, 96, 1000, 10, 0]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
+    return [(r.name, r.getMessage()) for r in caplog.records]
+
+
+def test_hardening_a_flood_is_logged_once_then_counted(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    flood = FloodLog("out of %s", "%d more in the last %d s", every=60, clock=clock)
+    caplog.set_level(logging.WARNING, "webagents.server")
+    for _ in range(5000):
+        flood.event("files")
+    assert _messages(caplog) == [("webagents.server", "out of files")]
+
+    clock.now += 60
+    flood.event("files")  # the first after the interval tells the count so far
+    clock.now += 10
+    flood.event("files")
+    flood.flush()  # as its timer does, or at the end
+    clock.now += 3600
+    flood.event("memory")  # an hour later: a new flood, told in full
+    assert _messages(caplog) == [
+        ("webagents.server", "out of files"),
+        ("webagents.server", "5000 more in the last 60 s"),
+        ("webagents.server", "1 more in the last 60 s"),
+        ("webagents.server", "out of memory"),
+    ]
+
+
+async def test_hardening_the_count_of_a_flood_that_stops_is_still_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flood = FloodLog("first", "%d more in the last %d s", every=0.05)
+    caplog.set_level(logging.WARNING, "webagents.server")
+    for _ in range(3):
+        flood.event()
+    for _ in range(200):  # bounded: the timer fires after 50 ms
+        if len(caplog.records) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert _messages(caplog) == [
+        ("webagents.server", "first"),
+        ("webagents.server", "2 more in the last 0 s"),
+    ]
+
+
+async def test_hardening_accept_errors_are_one_line_not_a_traceback_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What asyncio's accept loop reports, as it reports it, a thousand times."""
+    loop = asyncio.get_running_loop()
+    accepting = logging.getLogger("asyncio")
+    errors = AcceptErrors(128)
+    accepting.addFilter(errors)
+    caplog.set_level(logging.WARNING)
+    listener = socket.socket()
+    try:
+        for _ in range(1000):
+            loop.call_exception_handler(
+                {
+                    "message": "socket.accept() out of system resource",
+                    "exception": OSError(errno.EMFILE, "Too many open files"),
+                    "socket": listener,
+                }
+            )
+        loop.call_exception_handler({"message": "something else broke"})
+    finally:
+        accepting.removeFilter(errors)
+        errors.flood.flush()
+        listener.close()
+    assert _messages(caplog)[:2] == [
+        (
+            "webagents.server",
+            "cannot accept new connections: Too many open files (the file limit is 128); "
+            "they wait until others close. Lower --max-connections or raise the limit "
+            "(ulimit -n)",
+        ),
+        ("asyncio", "something else broke"),  # other errors pass as they were
+    ]
+    assert _messages(caplog)[2:] == [
+        ("webagents.server", "cannot accept new connections: 999 more times in the last 60 s")
+    ]
+    assert all(r.exc_info is None for r in caplog.records if r.name == "webagents.server")
+
+
+async def test_hardening_413_names_the_option_that_raises_the_limit() -> None:
+    app = create_app(AgentHost([]), max_body_bytes=100)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        answer = await client.post("/v1/chat/completions", content=b"x" * 101)
+    assert (answer.status_code, answer.json()) == (
+        413,
+        {
+            "error": {
+                "message": "the request body is over 100 bytes, this server's limit "
+                "(webagents serve --max-body-mb raises it)",
+                "type": "request_too_large",
+                "param": None,
+                "code": "request_too_large",
+            }
+        },
+    )
