@@ -251,14 +251,24 @@ class AccessVerifier:
         except (jwt.PyJWTError, TypeError, ValueError) as exc:
             log.info("a JWT did not verify: %s", exc)
             raise Unauthorized("the token does not verify") from None
+        unverified_email = False
         for claim in issuer.spec.identity:
             value = claims.get(claim)
-            if claim == "email" and claims.get("email_verified") is False:
-                continue  # an address the issuer itself has not verified names no one
-            if isinstance(value, str) and value:
+            if not isinstance(value, str) or not value:
+                continue
+            # An address names someone only when its issuer says it checked it, with the JSON
+            # `true`: "false", 0 or a missing claim are not a verification.
+            if claim == "email" and claims.get("email_verified") is not True:
+                unverified_email = True
+                continue
+            if issuer.spec.plain_identity:
                 return Caller.verified(value)
+            return Caller.verified(value, issuer=issuer.spec.issuer)
+        why = "; an email counts only when the token's email_verified is true"
+        why = why if unverified_email else ""
         raise Unauthorized(
-            f"the token names no identity (none of the claims {', '.join(issuer.spec.identity)})"
+            f"the token names no identity (none of the claims {', '.join(issuer.spec.identity)}"
+            f"{why})"
         )
 
 

@@ -72,6 +72,7 @@ class Identity:
             "exp": int(time.time()) + 300,
             "sub": "user-7",
             "email": "dana@example.com",
+            "email_verified": True,
             **overrides,
         }
         claims = {k: v for k, v in claims.items() if v is not None}
@@ -175,6 +176,10 @@ def test_a6_each_credential_resolves_to_its_caller(
         "bob (sha256 key)": caller_seen(process, BOB_KEY),
         "jwt email": caller_seen(process, issuer.token()),
         "jwt sub only": caller_seen(process, issuer.token(email=None)),
+        "jwt unverified email": caller_seen(process, issuer.token(email_verified=None)),
+        "jwt sub of an API key": caller_seen(
+            process, issuer.token(email=None, sub="alice@example.com")
+        ),
         "channel": caller_seen(
             process, KEYS["TELEGRAM_BRIDGE_KEY"], **{"X-Webagents-Channel-Sender": "4242"}
         ),
@@ -185,8 +190,14 @@ def test_a6_each_credential_resolves_to_its_caller(
         "owner": ("owner", None, "owner"),
         "alice (env key)": ("verified", "alice@example.com", "caller:alice@example.com"),
         "bob (sha256 key)": ("verified", "bob@example.com", "caller:bob@example.com"),
-        "jwt email": ("verified", "dana@example.com", "caller:dana@example.com"),
-        "jwt sub only": ("verified", "user-7", "caller:user-7"),
+        "jwt email": ("verified", "dana@example.com", f"caller:jwt:{ISSUER}#dana@example.com"),
+        "jwt sub only": ("verified", "user-7", f"caller:jwt:{ISSUER}#user-7"),
+        "jwt unverified email": ("verified", "user-7", f"caller:jwt:{ISSUER}#user-7"),
+        "jwt sub of an API key": (
+            "verified",
+            "alice@example.com",
+            f"caller:jwt:{ISSUER}#alice@example.com",
+        ),
         "channel": ("channel", "telegram:4242", "caller:channel:telegram:4242"),
         "nobody": ("anonymous", None, None),
     }

@@ -9,6 +9,10 @@ nothing else decides access.
 | owner                            | every namespace      | `owner`, `shared` | the owner's   |
 | verified caller / channel sender | its own and `shared` | its own           | its own       |
 | nobody verified (or unnameable)  | `shared`             | nothing           | none kept     |
+
+"Its own" is `Caller.namespace`: `caller:<identity>` for an API key's caller,
+`caller:jwt:<issuer>#<identity>` for a JWT issuer's (`caller:<identity>` when the issuer has
+`plain_identity: true`), `caller:channel:<type>:<id>` for a channel sender.
 """
 
 from __future__ import annotations
