@@ -422,3 +422,67 @@ def test_hardening_an_issuer_listed_twice_is_refused() -> None:
     assert caught.value.errors()[0]["msg"] == (
         "Value error, the issuer https://id.test is listed twice: give each issuer one entry"
     )
+
+
+SEND_ONE = "the Authorization and x-api-key headers present different credentials: send one of them"
+
+
+@pytest.mark.parametrize(
+    ("authorization", "headers", "expected"),
+    [
+        (None, {"x-api-key": "alice-key"}, Caller.verified("alice@example.com")),
+        (None, {"x-api-key": "owner-key"}, Caller.owner()),
+        (None, {"x-api-key": "anonymous"}, Caller.anonymous()),
+        (None, {"x-api-key": ""}, Caller.anonymous()),
+        (
+            None,
+            {"x-api-key": "bridge-key", "x-webagents-channel-sender": "42"},
+            Caller.channel("telegram", "42"),
+        ),
+        ("Bearer alice-key", {"x-api-key": "alice-key"}, Caller.verified("alice@example.com")),
+        ("Bearer anonymous", {"x-api-key": "anonymous"}, Caller.anonymous()),
+        (None, {"x-api-key": "wrong"}, "the bearer token is not valid for this agent"),
+        (
+            None,
+            {"x-api-key": "anonymous", "x-webagents-channel-sender": "42"},
+            "a channel sender header needs its bridge's key",
+        ),
+        ("Bearer anonymous", {"x-api-key": "alice-key"}, SEND_ONE),
+        ("Bearer alice-key", {"x-api-key": "anonymous"}, SEND_ONE),
+        ("Bearer alice-key", {"x-api-key": "owner-key"}, SEND_ONE),
+        ("Bearer owner-key", {"x-api-key": "wrong"}, SEND_ONE),
+        ("Basic YWxpY2U6cHc=", {"x-api-key": "alice-key"}, SEND_ONE),
+        ("", {"x-api-key": "alice-key"}, SEND_ONE),
+    ],
+)
+async def test_hardening_x_api_key_is_a_credential_verified_or_refused(
+    authorization: str | None, headers: dict[str, str], expected: Caller | str
+) -> None:
+    """A1: `x-api-key` (as Anthropic-style clients send) is verified like a bearer key, and
+    never ignored: with an Authorization header that says otherwise, the request is refused."""
+    verifier = AccessVerifier(
+        AccessSpec(
+            owner="env:OWNER",
+            keys={"alice@example.com": "env:ALICE"},
+            channels={"telegram": "env:T"},
+        ),
+        environ={"OWNER": "owner-key", "ALICE": "alice-key", "T": "bridge-key"},
+    )
+    if isinstance(expected, Caller):
+        assert await verifier.caller(authorization, headers) == expected
+    else:
+        with pytest.raises(Unauthorized) as caught:
+            await verifier.caller(authorization, headers)
+        assert str(caught.value) == expected
+
+
+async def test_hardening_x_api_key_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:
+    state, url = issuer
+    verifier = _verifier(url)
+    assert await verifier.caller(None, {"x-api-key": state.token()}) == Caller.verified(
+        "s-1", issuer="https://id.test"
+    )
+    with pytest.raises(Unauthorized) as caught:
+        await verifier.caller(None, {"x-api-key": state.token(aud="someone-else")})
+    assert str(caught.value) == "the token is not meant for this agent (audience)"
+    await verifier.aclose()
