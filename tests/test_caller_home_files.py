@@ -8,14 +8,15 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webagents import Caller
 from webagents._files import atomic_write, ensure_private_dir, ensure_private_file
-from webagents.caller import CallerKind
+from webagents.caller import RESERVED_PREFIXES, CallerKind, issuer_is_nameable, jwt_identity
 from webagents.errors import ConfigError
 from webagents.home import chat_history_file, sessions_dir, webagents_home
+from webagents.skills.memory.layout import namespace_folder
 
 
 def test_a2_namespaces_of_each_kind_of_caller() -> None:
@@ -37,7 +38,11 @@ def test_a2_identities_that_cannot_name_a_namespace_get_none(identity: str) -> N
     assert Caller(CallerKind.CHANNEL, identity, (identity,)).namespace is None
 
 
-@given(st.text(min_size=1, max_size=256).filter(lambda s: "," not in s and s.isprintable()))
+@given(
+    st.text(min_size=1, max_size=256).filter(
+        lambda s: "," not in s and s.isprintable() and not s.startswith(tuple(RESERVED_PREFIXES))
+    )
+)
 def test_a2_printable_identities_name_their_own_namespace(identity: str) -> None:
     assert Caller.verified(identity).namespace == f"caller:{unicodedata.normalize('NFC', identity)}"
 
@@ -110,3 +115,69 @@ def test_a_failed_atomic_write_leaves_the_old_file(
         atomic_write(target, b"new")
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+
+
+_issuer = st.one_of(
+    st.sampled_from(["https://id.test", "https://id.test/", "https://id.test/a", "id", "j"]),
+    st.text(min_size=1, max_size=60).filter(issuer_is_nameable),
+)
+_claim = st.one_of(
+    st.sampled_from(["alice@example.com", "a", "#", "a#b", "jwt:x#y", "channel:t:1", "b/c"]),
+    st.text(min_size=1, max_size=60),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_issuer, _claim), min_size=2, max_size=8))
+def test_hardening_jwt_identity_distinct_issuer_claim_pairs_never_share_a_namespace(
+    pairs: list[tuple[str, str]],
+) -> None:
+    """A6, M7: jwt:<issuer>#<identity> names one (issuer, identity) pair, and one folder."""
+    named: dict[str, set[tuple[str, str]]] = {}
+    for issuer, claim in pairs:
+        namespace = Caller.verified(claim, issuer=issuer).namespace
+        if namespace is None:
+            continue
+        # The issuer ends at the first '#': the pair can be read back from the namespace.
+        scoped = namespace.removeprefix("caller:jwt:")
+        assert scoped.partition("#")[::2] == (issuer, unicodedata.normalize("NFC", claim))
+        named.setdefault(namespace, set()).add((issuer, unicodedata.normalize("NFC", claim)))
+    assert all(len(owners) == 1 for owners in named.values())
+    folders = {namespace_folder(Path("/m"), namespace) for namespace in named}
+    assert len(folders) == len(named)
+
+
+@settings(max_examples=400, deadline=None)
+@given(issuer=_issuer, claim=_claim, other=st.one_of(_claim, st.text(max_size=300)))
+def test_hardening_jwt_identity_never_names_an_api_key_or_channel_namespace(
+    issuer: str, claim: str, other: str
+) -> None:
+    """A6: no identity an API key may be configured with, nor a channel sender, names a JWT
+    caller's namespace; an identity that tries to (a plain one with the prefix) names none."""
+    jwt_namespace = Caller.verified(claim, issuer=issuer).namespace
+    posing = [other, claim, jwt_identity(issuer, claim), f"jwt:{other}", f"channel:{other}"]
+    for identity in posing:
+        configurable = not identity.startswith(tuple(RESERVED_PREFIXES))
+        namespace = Caller.verified(identity).namespace
+        if not configurable:
+            assert namespace is None
+        elif jwt_namespace is not None:
+            assert namespace != jwt_namespace
+        sender = Caller.channel("telegram", identity).namespace
+        assert sender is None or sender != jwt_namespace
+    if jwt_namespace is not None:
+        assert jwt_namespace.startswith("caller:jwt:")
+
+
+def test_hardening_jwt_identity_namespaces_by_example() -> None:
+    assert Caller.verified("alice", issuer="https://id.test").namespace == (
+        "caller:jwt:https://id.test#alice"
+    )
+    # The whole name obeys A2: an issuer that cannot scope, or a name over 256, names none.
+    assert Caller.verified("alice", issuer="https://id.test#x").namespace is None
+    assert Caller.verified("a" * 256, issuer="https://id.test").namespace is None
+    assert Caller.verified("a,b", issuer="https://id.test").namespace is None
+    longest = "a" * (256 - len("jwt:https://id.test#"))
+    assert Caller.verified(longest, issuer="https://id.test").namespace == (
+        f"caller:jwt:https://id.test#{longest}"
+    )

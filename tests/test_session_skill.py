@@ -166,6 +166,28 @@ async def test_s5_one_id_from_two_callers_is_two_conversations(tmp_path: Path) -
     assert sorted(titles.values()) == ["alice's secret plan", "bob's plan", "the owner's plan"]
 
 
+async def test_hardening_jwt_identity_a_jwt_callers_conversations_are_kept_apart(
+    tmp_path: Path,
+) -> None:
+    """S5, A6: a JWT caller whose `sub` equals an API-key identity has its own conversations
+    (callers/<hash of caller:jwt:<issuer>#<sub>>), and never resumes the API-key caller's."""
+    folder = tmp_path / "helper"
+    agent = _agent(folder)
+    await (await agent.start(ALICE, conversation_id="plan")).send("alice's secret plan")
+    by_token = Caller.verified("alice@example.com", issuer="https://id.test")
+    resumed = await agent.start(by_token, conversation_id="plan")
+    assert resumed.messages == []
+    await resumed.send("the token's plan")
+    assert _kept(folder) == sorted(
+        [
+            f"callers/{caller_hash('caller:alice@example.com')}/plan.json",
+            f"callers/{caller_hash('caller:jwt:https://id.test#alice@example.com')}/plan.json",
+        ]
+    )
+    titles = {p: json.loads((_root(folder) / p).read_text())["title"] for p in _kept(folder)}
+    assert sorted(titles.values()) == ["alice's secret plan", "the token's plan"]
+
+
 async def test_s6_what_is_kept_is_the_conversation_sent_plus_the_reply(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)

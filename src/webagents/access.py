@@ -1,9 +1,11 @@
 """The `access:` block's verifiers: who an HTTP request's bearer credential says it is.
 
-A request carries at most one credential. No credential is an anonymous caller; a credential
-that verifies is the owner, a verified caller or a channel sender; a credential that is
-presented but does not verify is refused (`Unauthorized`), never treated as anonymous (A1).
-Keys are kept as SHA-256 digests and compared in constant time.
+A request carries at most one credential: `Authorization: Bearer <token>`, or `x-api-key:
+<token>` as Anthropic-style clients send it (both at once only if they agree). No credential
+is an anonymous caller; a credential that verifies is the owner, a verified caller or a
+channel sender; a credential that is presented but does not verify is refused
+(`Unauthorized`), never treated as anonymous (A1). Keys are kept as SHA-256 digests and
+compared in constant time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .errors import ConfigError, WebAgentsError
 log = logging.getLogger("webagents.access")
 
 CHANNEL_SENDER_HEADER = "x-webagents-channel-sender"
+API_KEY_HEADER = "x-api-key"
 ANONYMOUS_TOKEN = "anonymous"
 """The bearer that says "no credential": `OpenAI(api_key="anonymous")`."""
 JWKS_TTL_SECONDS = 600.0
@@ -177,18 +180,17 @@ class AccessVerifier:
             self._http = None
 
     async def caller(self, authorization: str | None, headers: Mapping[str, str]) -> Caller:
-        """The verified caller of a request; `Unauthorized` when a credential fails."""
+        """The verified caller of a request; `Unauthorized` when a credential fails.
+
+        `headers` are the request's (lower-case names); a header given several times is
+        refused before this by the server.
+        """
         sender = headers.get(CHANNEL_SENDER_HEADER)
-        scheme, _, token = (authorization or "").strip().partition(" ")
-        token = token.strip()
-        # No header, an empty bearer, or the bearer `anonymous` (for clients that insist on
-        # sending a key, as the official one does) present no credential at all.
-        if not scheme or (scheme.lower() == "bearer" and token in ("", ANONYMOUS_TOKEN)):
+        token = _presented(authorization, headers.get(API_KEY_HEADER))
+        if token is None:
             if sender is not None:
                 raise Unauthorized("a channel sender header needs its bridge's key")
             return Caller.anonymous()
-        if scheme.lower() != "bearer":
-            raise Unauthorized("send the credential as Authorization: Bearer <token>")
 
         presented = _digest(token)
         owner = self._owner is not None and hmac.compare_digest(presented, self._owner)
@@ -251,15 +253,53 @@ class AccessVerifier:
         except (jwt.PyJWTError, TypeError, ValueError) as exc:
             log.info("a JWT did not verify: %s", exc)
             raise Unauthorized("the token does not verify") from None
+        unverified_email = False
         for claim in issuer.spec.identity:
             value = claims.get(claim)
-            if claim == "email" and claims.get("email_verified") is False:
-                continue  # an address the issuer itself has not verified names no one
-            if isinstance(value, str) and value:
+            if not isinstance(value, str) or not value:
+                continue
+            # An address names someone only when its issuer says it checked it, with the JSON
+            # `true`: "false", 0 or a missing claim are not a verification.
+            if claim == "email" and claims.get("email_verified") is not True:
+                unverified_email = True
+                continue
+            if issuer.spec.plain_identity:
                 return Caller.verified(value)
+            return Caller.verified(value, issuer=issuer.spec.issuer)
+        why = "; an email counts only when the token's email_verified is true"
+        why = why if unverified_email else ""
         raise Unauthorized(
-            f"the token names no identity (none of the claims {', '.join(issuer.spec.identity)})"
+            f"the token names no identity (none of the claims {', '.join(issuer.spec.identity)}"
+            f"{why})"
         )
+
+
+def _presented(authorization: str | None, api_key: str | None) -> str | None:
+    """The one credential a request presents, from its Authorization or x-api-key header.
+
+    None: no credential. No header, an empty one, or the token `anonymous` (for clients that
+    insist on sending a key, as the official one does) present none. Both headers may be
+    sent only when they say the same: a key that disagrees is not silently ignored.
+    """
+    scheme, _, bearer = (authorization or "").strip().partition(" ")
+    bearer = bearer.strip()
+    if scheme and scheme.lower() != "bearer":
+        if api_key is not None:
+            raise _two_credentials()
+        raise Unauthorized("send the credential as Authorization: Bearer <token>")
+    from_authorization = bearer if scheme and bearer != ANONYMOUS_TOKEN else ""
+    from_api_key = (api_key or "").strip()
+    from_api_key = "" if from_api_key == ANONYMOUS_TOKEN else from_api_key
+    if authorization is not None and api_key is not None:
+        if not hmac.compare_digest(_digest(from_authorization), _digest(from_api_key)):
+            raise _two_credentials()
+    return from_authorization or from_api_key or None
+
+
+def _two_credentials() -> Unauthorized:
+    return Unauthorized(
+        "the Authorization and x-api-key headers present different credentials: send one of them"
+    )
 
 
 def _match(presented: bytes, candidates: list[tuple[str, bytes]]) -> str | None:

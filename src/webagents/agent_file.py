@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .agent import DEFAULT_MAX_TURNS, Agent
+from .caller import RESERVED_PREFIXES, issuer_is_nameable
 from .compaction import Compaction
 from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
@@ -49,6 +50,20 @@ class JwtIssuer(BaseModel):
     audience: str
     identity: list[str] = Field(default_factory=lambda: ["sub"], min_length=1)
     algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "EdDSA"])
+    plain_identity: bool = False
+    """True: this issuer's tokens name the same callers as API keys with that identity.
+    False (the default): its callers' namespaces carry the issuer, `jwt:<issuer>#<identity>`,
+    so no other issuer and no API key can reach them by naming the same `sub` or email."""
+
+    @field_validator("issuer")
+    @classmethod
+    def _issuer(cls, value: str) -> str:
+        if not issuer_is_nameable(value):
+            raise ValueError(
+                "the issuer names its callers' namespaces (jwt:<issuer>#<identity>): it must "
+                "be non-empty, with no '#', comma or control character"
+            )
+        return value
 
     @field_validator("algorithms")
     @classmethod
@@ -77,7 +92,25 @@ class AccessSpec(BaseModel):
     @classmethod
     def _keys(cls, value: dict[str, str]) -> dict[str, str]:
         for identity, secret in value.items():
+            for prefix, kept_for in RESERVED_PREFIXES.items():
+                if identity.startswith(prefix):
+                    raise ValueError(
+                        f"the identity {identity!r} starts with {prefix!r}, which is kept for "
+                        f"{kept_for}: name the key's caller without it"
+                    )
             check_secret(secret, what=f"the key of {identity!r}")
+        return value
+
+    @field_validator("jwt")
+    @classmethod
+    def _one_entry_per_issuer(cls, value: list[JwtIssuer]) -> list[JwtIssuer]:
+        seen: set[str] = set()
+        for entry in value:
+            if entry.issuer in seen:
+                raise ValueError(
+                    f"the issuer {entry.issuer} is listed twice: give each issuer one entry"
+                )
+            seen.add(entry.issuer)
         return value
 
     @field_validator("channels")

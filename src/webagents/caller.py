@@ -3,6 +3,12 @@
 A `Caller` is made only by a transport after verification (the terminal chat for the owner,
 the HTTP server's verifiers for everyone else), never from anything a model says. Which
 namespaces a caller may read and write is decided elsewhere, from the namespace named here.
+
+Namespaces of different kinds of caller never meet: an API key's identity names
+`caller:<identity>`, a JWT issuer's caller `caller:jwt:<issuer>#<identity>` and a channel
+sender `caller:channel:<type>:<id>`. The two prefixes are reserved (no API key identity may
+start with them, and a plain identity that does names nothing), and an issuer holds no `#`,
+so the first `#` ends it: no two (issuer, identity) pairs share a namespace.
 """
 
 from __future__ import annotations
@@ -15,6 +21,14 @@ from enum import StrEnum
 OWNER_NAMESPACE = "owner"
 SHARED_NAMESPACE = "shared"
 MAX_IDENTITY_LENGTH = 256
+CHANNEL_PREFIX = "channel:"
+JWT_PREFIX = "jwt:"
+ISSUER_END = "#"
+RESERVED_PREFIXES = {
+    JWT_PREFIX: "callers verified by a JWT issuer",
+    CHANNEL_PREFIX: "channel senders",
+}
+"""Identity prefixes no API key (or plain identity) may name: what each is kept for."""
 
 
 class CallerKind(StrEnum):
@@ -60,6 +74,16 @@ def _shown_char(ch: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
+def issuer_is_nameable(issuer: str) -> bool:
+    """Whether a JWT issuer can scope its callers' identities: nameable and with no `#`."""
+    return ISSUER_END not in issuer and identity_is_nameable(issuer)
+
+
+def jwt_identity(issuer: str, identity: str) -> str:
+    """`jwt:<issuer>#<identity>`, what a JWT caller's namespace is named by."""
+    return f"{JWT_PREFIX}{issuer}{ISSUER_END}{identity}"
+
+
 @dataclass(frozen=True, slots=True)
 class Caller:
     """The verified party of one request or one terminal session."""
@@ -69,6 +93,9 @@ class Caller:
     """The first verified identity (verified), or `<type>:<sender id>` (channel)."""
     identities: tuple[str, ...] = ()
     """Every identity the verifier established, first one first."""
+    issuer: str | None = None
+    """The JWT issuer that vouched for the identity, which then names the namespace with it;
+    None for API keys and for issuers whose tokens name plain identities on purpose."""
 
     @classmethod
     def owner(cls) -> Caller:
@@ -79,12 +106,12 @@ class Caller:
         return cls(CallerKind.ANONYMOUS)
 
     @classmethod
-    def verified(cls, *identities: str) -> Caller:
+    def verified(cls, *identities: str, issuer: str | None = None) -> Caller:
         if not identities:
             raise ValueError("a verified caller needs at least one identity")
         # NFC: the same written identity is one caller however its letters were composed.
         names = tuple(unicodedata.normalize("NFC", identity) for identity in identities)
-        return cls(CallerKind.VERIFIED, names[0], names)
+        return cls(CallerKind.VERIFIED, names[0], names, issuer)
 
     @classmethod
     def channel(cls, channel_type: str, sender_id: str) -> Caller:
@@ -93,17 +120,24 @@ class Caller:
 
     @property
     def namespace(self) -> str | None:
-        """`owner`, `caller:<identity>`, `caller:channel:<type>:<id>`, or None."""
+        """`owner`, `caller:<identity>`, `caller:jwt:<issuer>#<identity>`,
+        `caller:channel:<type>:<id>`, or None."""
         if self.kind is CallerKind.OWNER:
             return OWNER_NAMESPACE
         if self.identity is None or not identity_is_nameable(self.identity):
             return None
         if self.kind is CallerKind.VERIFIED:
-            if self.identity.startswith("channel:"):
-                return None  # it would name a channel sender's namespace
-            return f"caller:{self.identity}"
+            if self.issuer is not None:
+                if not issuer_is_nameable(self.issuer):
+                    return None
+                name = jwt_identity(self.issuer, self.identity)
+            elif self.identity.startswith(tuple(RESERVED_PREFIXES)):
+                return None  # it would name a JWT caller's or a channel sender's namespace
+            else:
+                name = self.identity
+            return f"caller:{name}" if identity_is_nameable(name) else None
         if self.kind is CallerKind.CHANNEL:
-            return f"caller:channel:{self.identity}"
+            return f"caller:{CHANNEL_PREFIX}{self.identity}"
         return None
 
     @property
@@ -116,4 +150,5 @@ class Caller:
             return "owner"
         if self.kind is CallerKind.ANONYMOUS:
             return "anonymous"
-        return f"{self.kind.value} '{shown_to_owner(self.identity or '')}'"
+        issuer = f" from {shown_to_owner(self.issuer)}" if self.issuer is not None else ""
+        return f"{self.kind.value} '{shown_to_owner(self.identity or '')}'{issuer}"

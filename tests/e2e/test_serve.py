@@ -72,6 +72,7 @@ class Identity:
             "exp": int(time.time()) + 300,
             "sub": "user-7",
             "email": "dana@example.com",
+            "email_verified": True,
             **overrides,
         }
         claims = {k: v for k, v in claims.items() if v is not None}
@@ -175,6 +176,10 @@ def test_a6_each_credential_resolves_to_its_caller(
         "bob (sha256 key)": caller_seen(process, BOB_KEY),
         "jwt email": caller_seen(process, issuer.token()),
         "jwt sub only": caller_seen(process, issuer.token(email=None)),
+        "jwt unverified email": caller_seen(process, issuer.token(email_verified=None)),
+        "jwt sub of an API key": caller_seen(
+            process, issuer.token(email=None, sub="alice@example.com")
+        ),
         "channel": caller_seen(
             process, KEYS["TELEGRAM_BRIDGE_KEY"], **{"X-Webagents-Channel-Sender": "4242"}
         ),
@@ -185,8 +190,14 @@ def test_a6_each_credential_resolves_to_its_caller(
         "owner": ("owner", None, "owner"),
         "alice (env key)": ("verified", "alice@example.com", "caller:alice@example.com"),
         "bob (sha256 key)": ("verified", "bob@example.com", "caller:bob@example.com"),
-        "jwt email": ("verified", "dana@example.com", "caller:dana@example.com"),
-        "jwt sub only": ("verified", "user-7", "caller:user-7"),
+        "jwt email": ("verified", "dana@example.com", f"caller:jwt:{ISSUER}#dana@example.com"),
+        "jwt sub only": ("verified", "user-7", f"caller:jwt:{ISSUER}#user-7"),
+        "jwt unverified email": ("verified", "user-7", f"caller:jwt:{ISSUER}#user-7"),
+        "jwt sub of an API key": (
+            "verified",
+            "alice@example.com",
+            f"caller:jwt:{ISSUER}#alice@example.com",
+        ),
         "channel": ("channel", "telegram:4242", "caller:channel:telegram:4242"),
         "nobody": ("anonymous", None, None),
     }
@@ -663,6 +674,60 @@ def test_a1_two_credentials_in_one_request_are_refused(served: tuple[Process, Pa
         answer = httpx.post(f"{process.url}/v1/chat/completions", json=HELLO, headers=headers)
         assert answer.status_code == 401, headers
         assert answer.json()["error"]["message"].startswith("send one ")
+
+
+def test_hardening_x_api_key_is_verified_or_refused_over_http(
+    served: tuple[Process, Path], identity: tuple[Identity, AppServer]
+) -> None:
+    """A1: `x-api-key: <key>` (as Anthropic-style clients send) is a credential like a bearer
+    key; `anonymous` is none; one that disagrees with Authorization, or two, are refused."""
+    process, _ = served
+
+    def who(headers: list[tuple[str, str]]) -> tuple[int, Any]:
+        answer = httpx.post(
+            f"{process.url}/v1/chat/completions", json=HELLO, headers=headers, timeout=30
+        )
+        if answer.status_code != 200:
+            return answer.status_code, answer.json()["error"]["message"]
+        seen = json.loads(
+            answer.json()["choices"][0]["message"]["content"].removeprefix("caller: ")
+        )
+        return 200, (seen["kind"], seen["identity"], seen["namespace"])
+
+    alice = ("verified", "alice@example.com", "caller:alice@example.com")
+    send_one = (
+        "the Authorization and x-api-key headers present different credentials: send one of them"
+    )
+    assert who([("x-api-key", KEYS["ALICE_KEY"])]) == (200, alice)
+    assert who([("X-Api-Key", KEYS["HELPER_OWNER_KEY"])]) == (200, ("owner", None, "owner"))
+    assert who([("x-api-key", identity[0].token())]) == (
+        200,
+        ("verified", "dana@example.com", f"caller:jwt:{ISSUER}#dana@example.com"),
+    )
+    assert who([("x-api-key", "anonymous")]) == (200, ("anonymous", None, None))
+    assert who([("x-api-key", "wrong")]) == (401, "the bearer token is not valid for this agent")
+    assert who([("x-api-key", KEYS["ALICE_KEY"]), ("x-api-key", KEYS["ALICE_KEY"])]) == (
+        401,
+        "send one x-api-key header, not several",
+    )
+    assert who([("Authorization", "Bearer anonymous"), ("x-api-key", KEYS["ALICE_KEY"])]) == (
+        401,
+        send_one,
+    )
+
+    # The official client always sends Authorization: a key in x-api-key as well must agree.
+    assert caller_seen(process, KEYS["ALICE_KEY"], **{"x-api-key": KEYS["ALICE_KEY"]})[
+        "namespace"
+    ] == ("caller:alice@example.com")
+    with pytest.raises(openai.AuthenticationError) as caught:
+        caller_seen(process, "anonymous", **{"x-api-key": KEYS["ALICE_KEY"]})
+    assert caught.value.status_code == 401
+    assert caught.value.body == {
+        "message": send_one,
+        "type": "authentication_error",
+        "param": None,
+        "code": "invalid_credential",
+    }
 
 
 def test_json_that_cannot_be_read_is_400_not_500(served: tuple[Process, Path]) -> None:

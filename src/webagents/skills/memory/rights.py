@@ -11,6 +11,10 @@ nothing else decides access.
 | nobody verified (or unnameable)  | `shared`             | nothing           | none kept     |
 
 * kept under `owner`; the owner also reads (never changes) every caller's kept conversations.
+
+"Its own" is `Caller.namespace`: `caller:<identity>` for an API key's caller,
+`caller:jwt:<issuer>#<identity>` for a JWT issuer's (`caller:<identity>` when the issuer has
+`plain_identity: true`), `caller:channel:<type>:<id>` for a channel sender.
 """
 
 from __future__ import annotations
