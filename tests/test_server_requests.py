@@ -122,3 +122,134 @@ def test_hardening_copying_a_conversation_needs_no_recursion() -> None:
     assert (depth, here, copied[1]) == (20_000, "leaf", {"role": "user", "content": "y"})
     copied[1]["content"] = "changed"
     assert history[1]["content"] == "y"
+
+
+# -- bullet: which agent a request names, verified first -----------------------------------------
+
+SEEDS_REQUEST = {
+    "model": "openai/gpt-4o-mini",
+    "messages": [{"role": "user", "content": "hello"}],
+    "metadata": {"session_id": "seed-1"},
+}
+
+
+def _several() -> TestClient:
+    """A daemon's view: an open agent, and two that verify their own callers."""
+    return _client(
+        _served("open"),
+        _served("alpha", access=AccessSpec(keys={"alice@example.com": "env:ALICE"})),
+        _served("beta", access=AccessSpec(owner="env:OWNER", keys={"b@example.com": "env:BETA"})),
+    )
+
+
+def _bearer(key: str | None) -> dict[str, str]:
+    return {} if key is None else {"Authorization": f"Bearer {key}"}
+
+
+def test_hardening_one_served_agent_answers_whatever_model_names() -> None:
+    access = AccessSpec(owner="env:OWNER")
+    with _client(_served("helper", access=access)) as client:
+        answers = [
+            client.post("/v1/chat/completions", json=SEEDS_REQUEST, headers=_bearer(key))
+            for key in ("owner-key", None)
+        ]
+        refused = client.post("/v1/chat/completions", json=SEEDS_REQUEST, headers=_bearer("bad"))
+    assert [(a.status_code, a.json()["model"]) for a in answers] == [
+        (200, "helper"),
+        (200, "helper"),
+    ]
+    assert _error(refused) == (
+        401,
+        "the bearer token is not valid for this agent",
+        "invalid_credential",
+    )
+
+
+def test_hardening_with_several_agents_model_picks_one_and_an_unknown_one_is_verified_first() -> (
+    None
+):
+    def ask(key: str | None, model: str = "nobody") -> tuple[int, str, str]:
+        body = {**SEEDS_REQUEST, "model": model}
+        answer = client.post("/v1/chat/completions", json=body, headers=_bearer(key))
+        if answer.status_code == 200:
+            return 200, answer.json()["model"], ""
+        return _error(answer)
+
+    with _several() as client:
+        seen = {
+            "anonymous": ask(None),
+            "alice": ask("alice-key"),
+            "beta's owner": ask("owner-key"),
+            "a key no agent accepts": ask("wrong-key"),
+            "wrong key, known agent": ask("wrong-key", "alpha"),
+            "alice calls alpha": ask("alice-key", "alpha"),
+            "the seeds' model name": ask("alice-key", "openai/gpt-4o-mini"),
+        }
+        route = client.post(
+            "/agents/nobody/chat/completions", json=SEEDS_REQUEST, headers=_bearer("wrong-key")
+        )
+    unknown = "no agent named 'nobody' is served here; the agents you may call: "
+    assert seen == {
+        "anonymous": (404, unknown + "open", "model_not_found"),
+        "alice": (404, unknown + "alpha", "model_not_found"),
+        "beta's owner": (404, unknown + "beta", "model_not_found"),
+        "a key no agent accepts": (
+            401,
+            "the credential is not valid for any agent served here",
+            "invalid_credential",
+        ),
+        "wrong key, known agent": (
+            401,
+            "the bearer token is not valid for this agent",
+            "invalid_credential",
+        ),
+        "alice calls alpha": (200, "alpha", ""),
+        "the seeds' model name": (
+            404,
+            "no agent named 'openai/gpt-4o-mini' is served here; the agents you may call: alpha",
+            "model_not_found",
+        ),
+    }
+    assert _error(route) == seen["a key no agent accepts"]
+
+
+def test_hardening_two_credentials_are_refused_before_any_list() -> None:
+    with _several() as client:
+        answer = client.post(
+            "/v1/chat/completions",
+            json={**SEEDS_REQUEST, "model": "nobody"},
+            headers=[("Authorization", "Bearer alice-key"), ("Authorization", "Bearer x")],
+        )
+        models = client.get(
+            "/v1/models",
+            headers=[("Authorization", "Bearer alice-key"), ("Authorization", "Bearer x")],
+        )
+    refused = (401, "send one authorization header, not several", "invalid_credential")
+    assert (_error(answer), _error(models)) == (refused, refused)
+
+
+def test_hardening_models_and_health_list_names_only_to_who_may_call_them() -> None:
+    def models(key: str | None) -> list[str] | tuple[int, str, str]:
+        answer = client.get("/v1/models", headers=_bearer(key))
+        if answer.status_code != 200:
+            return _error(answer)
+        return [m["id"] for m in answer.json()["data"]]
+
+    with _several() as client:
+        listed = {key: models(key) for key in (None, "alice-key", "owner-key", "beta-key", "x")}
+        health = client.get("/health").json()
+    assert listed == {
+        None: ["open"],
+        "alice-key": ["alpha"],
+        "owner-key": ["beta"],
+        "beta-key": ["beta"],
+        "x": (401, "the credential is not valid for any agent served here", "invalid_credential"),
+    }
+    assert health == {"status": "ok", "agents": 3}
+    with _client(_served("helper", access=AccessSpec(owner="env:OWNER"))) as client:
+        assert [models(None), models("owner-key")] == [["helper"], ["helper"]]
+        assert models("x") == (
+            401,
+            "the bearer token is not valid for this agent",
+            "invalid_credential",
+        )
