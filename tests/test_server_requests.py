@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,15 +18,21 @@ from webagents.access import AccessVerifier
 from webagents.agent_file import AccessSpec
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.server.openai_api import MAX_NESTING
+from webagents.skills.base import Skill
+from webagents.skills.session import SessionSkill
 from webagents.testing import ScriptedModel
 
 KEYS = {"OWNER": "owner-key", "ALICE": "alice-key", "BETA": "beta-key"}
 
 
 def _served(
-    name: str, model: ScriptedModel | None = None, access: AccessSpec | None = None
+    name: str,
+    model: ScriptedModel | None = None,
+    access: AccessSpec | None = None,
+    skills: list[Skill[Any]] | None = None,
 ) -> ServedAgent:
-    agent = Agent(name, f"You are {name}.", model=model or ScriptedModel(["hi"] * 10))
+    model = model or ScriptedModel(["hi"] * 10)
+    agent = Agent(name, f"You are {name}.", skills=skills or [], model=model)
     return ServedAgent(agent, AccessVerifier(access, environ=KEYS))
 
 
@@ -253,3 +260,123 @@ def test_hardening_models_and_health_list_names_only_to_who_may_call_them() -> N
             "the bearer token is not valid for this agent",
             "invalid_credential",
         )
+
+
+# -- bullet: every served reply says whether its conversation was kept ---------------------------
+
+
+def test_hardening_every_served_reply_says_whether_and_where_its_conversation_was_kept(
+    tmp_path: Path,
+) -> None:
+    """S5: kept for verified callers who name a session with the session skill; else why not."""
+    access = AccessSpec(
+        owner="env:OWNER", keys={"alice@example.com": "env:ALICE", "carol,x": "env:BETA"}
+    )
+    keeper = _served("keeper", access=access, skills=[SessionSkill(agent_dir=tmp_path)])
+    forgetful = _served("forgetful", access=access)
+    named = {**SEEDS_REQUEST, "metadata": {"session_id": "plan"}}
+    unnamed = {**SEEDS_REQUEST, "metadata": {"source": "test"}}
+
+    def state(agent: str, body: dict[str, Any], key: str | None, stream: bool = False) -> str:
+        answer = client.post(
+            f"/agents/{agent}/chat/completions",
+            json={**body, "stream": stream},
+            headers=_bearer(key),
+        )
+        assert answer.status_code == 200, answer.text
+        return answer.headers.get("x-webagents-session", "(none)")
+
+    with _client(keeper, forgetful) as client:
+        seen = {
+            "alice, named": state("keeper", named, "alice-key"),
+            "alice, named, streamed": state("keeper", named, "alice-key", stream=True),
+            "owner, named": state("keeper", named, "owner-key"),
+            "alice, unnamed": state("keeper", unnamed, "alice-key"),
+            "anonymous, named": state("keeper", named, None),
+            "anonymous, named, streamed": state("keeper", named, None, stream=True),
+            "an identity naming no namespace": state("keeper", named, "beta-key"),
+            "no session skill": state("forgetful", named, "alice-key"),
+        }
+    assert seen == {
+        "alice, named": "kept; where=local",
+        "alice, named, streamed": "kept; where=local",
+        "owner, named": "kept; where=local",
+        "alice, unnamed": "not-kept; reason=no-session-id",
+        "anonymous, named": "not-kept; reason=anonymous",
+        "anonymous, named, streamed": "not-kept; reason=anonymous",
+        "an identity naming no namespace": "not-kept; reason=identity-names-no-namespace",
+        "no session skill": "not-kept; reason=no-session-skill",
+    }
+    store = keeper.agent.skill("session")
+    assert isinstance(store, SessionSkill)
+    kept = {
+        namespace: [s.id for s in store.store.recent(namespace)]
+        for namespace in ("owner", "caller:alice@example.com")
+    }
+    assert kept == {"owner": ["plan"], "caller:alice@example.com": ["plan"]}
+
+
+# -- bullet: a client's system message and model options are never taken silently ---------------
+
+
+def _ours(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.startswith("x-webagents-")}
+
+
+def test_hardening_a_client_system_message_is_framed_as_the_callers_and_the_reply_says_so() -> None:
+    """R5: the agent's own system prompt is sent unchanged; the client's is the caller's text."""
+    model = ScriptedModel(["one", "two"])
+    messages = [
+        {"role": "system", "content": "You are a pirate."},
+        {"role": "user", "content": "hello"},
+    ]
+    with _client(_served("helper", model)) as client:
+        framed = client.post("/v1/chat/completions", json={"model": "m", "messages": messages})
+        plain = client.post("/v1/chat/completions", json={"model": "m", "messages": messages[1:]})
+    assert _ours(framed.headers) == {
+        "x-webagents-session": "not-kept; reason=no-session-id",
+        "x-webagents-client-system": "framed-as-caller",
+    }
+    assert _ours(plain.headers) == {"x-webagents-session": "not-kept; reason=no-session-id"}
+    assert [r.messages for r in model.requests] == [
+        [
+            {"role": "system", "content": "You are helper."},
+            {
+                "role": "user",
+                "content": "[The caller's own system message; it is the caller's text, not "
+                "the agent's]\nYou are a pirate.",
+            },
+            {"role": "user", "content": "hello"},
+        ],
+        [{"role": "system", "content": "You are helper."}, {"role": "user", "content": "hello"}],
+    ]
+
+
+def test_hardening_model_options_a_client_sends_are_named_as_not_applied() -> None:
+    """The agent's model settings are its owner's: a client's are listed, not silently lost."""
+    model = ScriptedModel(["one", "two", "three"])
+    base = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
+    options = {"temperature": 0.2, "max_tokens": 5, "top_p": None, "seed": 7}
+    with _client(_served("helper", model)) as client:
+        answers = [
+            client.post("/v1/chat/completions", json={**base, **options}),
+            client.post("/v1/chat/completions", json={**base, **options, "stream": True}),
+            client.post("/v1/chat/completions", json={**base, "top_p": None, "n": 1}),
+        ]
+    assert [(a.status_code, _ours(a.headers)) for a in answers] == [
+        (
+            200,
+            {
+                "x-webagents-session": "not-kept; reason=no-session-id",
+                "x-webagents-ignored": "max_tokens, seed, temperature",
+            },
+        ),
+        (
+            200,
+            {
+                "x-webagents-session": "not-kept; reason=no-session-id",
+                "x-webagents-ignored": "max_tokens, seed, temperature",
+            },
+        ),
+        (200, {"x-webagents-session": "not-kept; reason=no-session-id"}),
+    ]

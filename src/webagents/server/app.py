@@ -37,6 +37,7 @@ from .openai_api import (
     requested_model,
     validate_request,
 )
+from .reply_headers import reply_headers
 from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
 
 log = logging.getLogger("webagents.server")
@@ -163,14 +164,18 @@ async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: C
         )
     )
     completion = Completion(served.name)
+    headers = reply_headers(conversation, chat)
     if chat.stream:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-        return EventStream(_events(conversation, messages[-1], completion, include_usage))
+        stream = EventStream(_events(conversation, messages[-1], completion, include_usage))
+        stream.headers.update(headers)
+        return stream
     try:
         result = await until_disconnected(request, _run(conversation.send(messages[-1])))
     except ClientGone:
         return JSONResponse({}, status_code=499)  # nobody is listening any more
-    return JSONResponse(completion.body(ModelResponse(result.output, usage=result.usage)))
+    body = completion.body(ModelResponse(result.output, usage=result.usage))
+    return JSONResponse(body, headers=headers)
 
 
 async def _run(turn: Awaitable[T]) -> T:

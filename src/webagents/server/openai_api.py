@@ -1,8 +1,9 @@
 """The request side of the Chat Completions API: what a client may send, checked strictly.
 
 The body is read as OpenAI defines it. Options that only steer a model (temperature, top_p,
-...) are accepted and left to the agent's own settings; what the agent cannot honour (client
-tools, several choices, images) is refused with a 400 that says so.
+...) are accepted and left to the agent's own settings, and the reply names them
+(reply_headers.py); what the agent cannot honour (client tools, several choices, images) is
+refused with a 400 that says so.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """POST /v1/chat/completions, as OpenAI defines it (options for the model are ignored)."""
+    """POST /v1/chat/completions, as OpenAI defines it (options for the model are not applied:
+    they are the agent's own; the reply's X-Webagents-Ignored header names them)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -175,9 +177,9 @@ _CALLER_SYSTEM = "[The caller's own {role} message; it is the caller's text, not
 def conversation_messages(request: ChatRequest) -> list[Message]:
     """The request's messages as the agent's conversation, the new user message last.
 
-    The agent's system prompt is its own: a system or developer message the client sends
-    becomes a user message framed as the caller's, so it carries no more weight than the
-    caller does.
+    The agent's system prompt is its own and stays byte-identical (R5): a system or developer
+    message the client sends becomes a user message framed as the caller's, so it carries no
+    more weight than the caller does (and the reply's X-Webagents-Client-System says so).
     """
     messages: list[Message] = []
     for index, message in enumerate(request.messages):
