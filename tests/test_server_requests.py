@@ -380,3 +380,16 @@ def test_hardening_model_options_a_client_sends_are_named_as_not_applied() -> No
         ),
         (200, {"x-webagents-session": "not-kept; reason=no-session-id"}),
     ]
+
+
+def test_hardening_odd_option_names_are_counted_never_echoed_into_a_header() -> None:
+    """A field name is the client's text: a line break or any character stays out of headers."""
+    odd = {"\u0100": 1, "a\r\nX-Evil: 1": 2, **{f"opt{i:02}": i for i in range(20)}}
+    body = {"model": "m", "messages": [{"role": "user", "content": "hello"}], **odd}
+    with _client(_served("helper")) as client:
+        answer = client.post("/v1/chat/completions", json=body)
+    assert answer.status_code == 200, answer.text
+    assert _ours(answer.headers) == {
+        "x-webagents-session": "not-kept; reason=no-session-id",
+        "x-webagents-ignored": ", ".join(f"opt{i:02}" for i in range(16)) + ", +6 more",
+    }

@@ -8,6 +8,8 @@ Nothing a client sends is dropped or reinterpreted without one of these saying s
 
 from __future__ import annotations
 
+import re
+
 from ..agent import Conversation
 from ..caller import CallerKind
 from .openai_api import ChatRequest
@@ -44,11 +46,23 @@ def ignored_options(chat: ChatRequest) -> list[str]:
     return sorted(key for key, value in (chat.model_extra or {}).items() if value is not None)
 
 
+def _listed(names: list[str]) -> str:
+    """Names fit for a header: plain ones, at most a few; the rest counted, never echoed
+    (a field name is the client's text: it may hold a line break or any character)."""
+    plain = [n for n in names if _PLAIN_NAME.fullmatch(n)][:MAX_LISTED]
+    rest = len(names) - len(plain)
+    return ", ".join(plain + ([f"+{rest} more"] if rest else []))
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_LISTED = 16
+
+
 def reply_headers(conversation: Conversation, chat: ChatRequest) -> dict[str, str]:
     headers = {SESSION: session_state(conversation, chat)}
     ignored = ignored_options(chat)
     if ignored:
-        headers[IGNORED] = ", ".join(ignored)
+        headers[IGNORED] = _listed(ignored)
     if any(message.role in ("system", "developer") for message in chat.messages):
         headers[CLIENT_SYSTEM] = "framed-as-caller"
     return headers
