@@ -340,3 +340,48 @@ def test_r1_front_matter_python_cannot_hold_is_an_agent_file_error(
 ) -> None:
     with pytest.raises(AgentFileError, match=r"the front matter cannot be read|YAML error"):
         load_spec(write_agent(tmp_path / "a", front))
+
+
+def test_hardening_memory_legacy_compaction_takes_threshold_and_keep(tmp_path: Path) -> None:
+    """C1: the memory skill's legacy `compaction` setting, as a number or as {threshold, keep}."""
+    from webagents.compaction import Compaction
+
+    def loaded(setting: str, name: str) -> Compaction | None:
+        folder = write_agent(tmp_path / name, f"skills:\n  - memory: {{compaction: {setting}}}")
+        return load_agent(folder, model=ScriptedModel()).compaction
+
+    assert [
+        loaded("5000", "a"),
+        loaded("{threshold: 900, keep: 4}", "b"),
+        loaded("{threshold: 900, keep: 300 tokens}", "c"),
+        loaded("{threshold: 900}", "d"),
+    ] == [
+        Compaction(5000),
+        Compaction(900, keep_messages=4),
+        Compaction(900, keep_messages=None, keep_tokens=300),
+        Compaction(900),
+    ]
+    refusals = {}
+    for name, setting in {
+        "e": "{threshold: 900, kep: 4}",
+        "f": "{keep: 4}",
+        "g": "{threshold: 900, keep: lots}",
+        "h": "0",
+        "i": "lots",
+    }.items():
+        with pytest.raises(AgentFileError) as caught:
+            loaded(setting, name)
+        refusals[setting] = caught.value.reason
+    either = (
+        "skill 'memory': setting 'compaction': give a number of prompt tokens (more than 0), "
+        "or {threshold, keep} as in the compaction: block"
+    )
+    assert refusals == {
+        "{threshold: 900, kep: 4}": "skill 'memory': setting 'compaction': unknown key 'kep' "
+        "(it takes: threshold, keep, model, instructions)",
+        "{keep: 4}": "skill 'memory': setting 'compaction': threshold: Field required",
+        "{threshold: 900, keep: lots}": "skill 'memory': setting 'compaction': keep: keep must "
+        "be a number of messages, or 'N messages' or 'N tokens'",
+        "0": either,
+        "lots": either,
+    }

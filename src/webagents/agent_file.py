@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .agent import DEFAULT_MAX_TURNS, Agent
 from .caller import RESERVED_PREFIXES, issuer_is_nameable
-from .compaction import Compaction
+from .compaction import MODEL_NAME, Compaction, CompactionSpec
 from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
 from .skills import import_skill, is_import_path, registry
@@ -27,7 +27,6 @@ from .skills.base import Skill
 AGENT_FILE = "AGENT.md"
 KNOWN_KEYS = ("name", "description", "model", "skills", "access", "compaction")
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_MODEL = re.compile(r"^openai/\S+$")
 _SECRET = re.compile(r"^(env:[A-Za-z_][A-Za-z0-9_]*|sha256:[0-9a-f]{64})$")
 
 
@@ -120,37 +119,6 @@ class AccessSpec(BaseModel):
             if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", channel):
                 raise ValueError(f"channel type {channel!r} must be a short slug like telegram")
             check_secret(secret, what=f"the bridge key of {channel!r}")
-        return value
-
-
-class CompactionSpec(BaseModel):
-    """The `compaction:` block (C1): when a long conversation is summarised."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    threshold: int = Field(gt=0, description="prompt tokens that trigger a summary")
-    keep: int | str = Field(
-        default=6, description="recent conversation kept verbatim: N (messages) or 'N tokens'"
-    )
-    model: str | None = None
-    instructions: str | None = None
-
-    @field_validator("keep")
-    @classmethod
-    def _keep(cls, value: int | str) -> int | str:
-        if isinstance(value, int):
-            if value < 0:
-                raise ValueError("keep must be 0 or more messages")
-            return value
-        if not re.fullmatch(r"\d+ (messages|tokens)", value.strip()):
-            raise ValueError("keep must be a number of messages, or 'N messages' or 'N tokens'")
-        return value.strip()
-
-    @field_validator("model")
-    @classmethod
-    def _model(cls, value: str | None) -> str | None:
-        if value is not None and not _MODEL.fullmatch(value):
-            raise ValueError("model must be openai/<model>")
         return value
 
 
@@ -250,7 +218,7 @@ def parse_spec(text: str, file: Path) -> AgentSpec:
     if not isinstance(description, str):
         raise fail("description must be text", "description")
     model = data.get("model")
-    if model is not None and (not isinstance(model, str) or not _MODEL.fullmatch(model)):
+    if model is not None and (not isinstance(model, str) or not MODEL_NAME.fullmatch(model)):
         raise fail(
             f"model {model!r} is not supported: write openai/<model> (any OpenAI-compatible "
             "endpoint, chosen with OPENAI_BASE_URL)",

@@ -111,3 +111,73 @@ def test_daemon_refuses_a_second_agent_with_the_same_name(
     with running(["daemon", str(root)], env) as process:
         assert models(process) == {"same": "first"}
         assert "agent name 'same' is already served from" in process.output
+
+
+def test_hardening_an_unknown_model_is_verified_first_and_lists_only_the_callers_agents(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    root = tmp_path / "agents"
+    write(root / "open" / "AGENT.md", agent_file("open", "Open.", "for all"))
+    write(
+        root / "private" / "AGENT.md",
+        "---\nname: private\ndescription: 'for alice'\nmodel: openai/m\naccess:\n  keys:\n"
+        "    alice@example.com: env:ALICE_KEY\n---\nPrivate.\n",
+    )
+    env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url, ALICE_KEY="alice-1")
+
+    def seeds_request(key: str) -> openai.APIStatusError:
+        """The seeds' request: a provider's model name, which picks no agent of a daemon."""
+        with (
+            openai.OpenAI(api_key=key, base_url=f"{process.url}/v1", max_retries=0) as caller,
+            pytest.raises(openai.APIStatusError) as caught,
+        ):
+            caller.chat.completions.create(
+                model="openai/gpt-4o-mini",
+                messages=[{"role": "user", "content": "hi"}],
+                metadata={"session_id": "seed-1"},
+            )
+        return caught.value
+
+    def listed(key: str) -> list[str]:
+        with openai.OpenAI(api_key=key, base_url=f"{process.url}/v1", max_retries=0) as caller:
+            return [m.id for m in caller.models.list().data]
+
+    unknown = "no agent named 'openai/gpt-4o-mini' is served here; the agents you may call: "
+    with running(["daemon", str(root)], env) as process:
+        refusals = {key: seeds_request(key) for key in ("anonymous", "alice-1", "wrong")}
+        assert {key: (e.status_code, e.body) for key, e in refusals.items()} == {
+            "anonymous": (
+                404,
+                {
+                    "message": unknown + "open",
+                    "type": "not_found_error",
+                    "param": None,
+                    "code": "model_not_found",
+                },
+            ),
+            "alice-1": (
+                404,
+                {
+                    "message": unknown + "private",
+                    "type": "not_found_error",
+                    "param": None,
+                    "code": "model_not_found",
+                },
+            ),
+            "wrong": (
+                401,
+                {
+                    "message": "the credential is not valid for any agent served here",
+                    "type": "authentication_error",
+                    "param": None,
+                    "code": "invalid_credential",
+                },
+            ),
+        }
+        assert isinstance(refusals["wrong"], openai.AuthenticationError)
+        assert (listed("anonymous"), listed("alice-1")) == (["open"], ["private"])
+        with openai.OpenAI(api_key="alice-1", base_url=f"{process.url}/v1") as alice:
+            reply = alice.chat.completions.create(
+                model="private", messages=[{"role": "user", "content": "hi"}]
+            )
+        assert (reply.model, reply.choices[0].message.content) == ("private", "Private.")

@@ -369,7 +369,6 @@ def test_bad_requests_get_openai_shaped_errors(served: tuple[Process, Path]) -> 
         "bad json": _post(process, b"{not json"),
         "not an object": _post(process, b"[1, 2]"),
         "no messages": _post(process, {"model": "helper", "messages": []}),
-        "unknown agent": _post(process, {"model": "nobody", "messages": user}),
         "unknown agent route": _post(
             process, {"model": "x", "messages": user}, path="/agents/nobody/chat/completions"
         ),
@@ -423,16 +422,10 @@ def test_bad_requests_get_openai_shaped_errors(served: tuple[Process, Path]) -> 
             "invalid request: messages: List should have at least 1 item after validation, not 0",
             "invalid_request",
         ),
-        "unknown agent": (
-            404,
-            "not_found_error",
-            "no agent named 'nobody' is served here; the agents are: helper",
-            "model_not_found",
-        ),
         "unknown agent route": (
             404,
             "not_found_error",
-            "no agent named 'nobody' is served here; the agents are: helper",
+            "no agent named 'nobody' is served here; the agents you may call: helper",
             "model_not_found",
         ),
         "session id": (
@@ -530,7 +523,7 @@ def test_a_failing_model_is_502_without_internals(served: tuple[Process, Path]) 
 
 def test_models_health_and_unknown_routes(served: tuple[Process, Path]) -> None:
     process, _ = served
-    assert httpx.get(f"{process.url}/health").json() == {"status": "ok", "agents": ["helper"]}
+    assert httpx.get(f"{process.url}/health").json() == {"status": "ok", "agents": 1}
     listed = openai.OpenAI(api_key="anonymous", base_url=f"{process.url}/v1").models.list()
     assert [(m.id, m.owned_by) for m in listed.data] == [("helper", "webagents")]
     missing = httpx.get(f"{process.url}/v2/nothing")
@@ -759,3 +752,28 @@ def test_the_agent_route_needs_no_model_field(served: tuple[Process, Path]) -> N
     assert missing.json()["error"]["message"] == (
         "invalid request: model: the agent's name is required"
     )
+
+
+def test_hardening_the_seeds_request_reaches_the_one_served_agent(
+    served: tuple[Process, Path],
+) -> None:
+    """The seeds send a provider's model name and a session id; serve of one agent answers it."""
+    process, _ = served
+    replies = [
+        client(process, key).chat.completions.create(
+            model="openai/gpt-4o-mini",
+            messages=[{"role": "user", "content": "who am I?"}],
+            metadata={"session_id": "seed-1"},
+        )
+        for key in (KEYS["ALICE_KEY"], "anonymous")
+    ]
+    assert [
+        (r.model, json.loads((r.choices[0].message.content or "")[8:])["kind"]) for r in replies
+    ] == [
+        ("helper", "verified"),
+        ("helper", "anonymous"),
+    ]
+    with pytest.raises(openai.AuthenticationError):
+        client(process, "wrong").chat.completions.create(
+            model="openai/gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+        )

@@ -38,6 +38,7 @@ from .openai_api import (
     requested_model,
     validate_request,
 )
+from .reply_headers import reply_headers
 from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
 
 log = logging.getLogger("webagents.server")
@@ -64,10 +65,12 @@ def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "agents": host.names()}
+        return {"status": "ok", "agents": len(host.names())}  # names only to their callers
 
+    # Like a request naming no agent here, the list is for the verified caller: a credential
+    # that no agent accepts is a 401, and each agent is listed only to the callers it serves.
     @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    async def models(request: Request) -> dict[str, Any]:
         return {
             "object": "list",
             "data": [
@@ -78,7 +81,7 @@ def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
                     "owned_by": "webagents",
                     "description": s.agent.description,
                 }
-                for s in host.all()
+                for s in await _listed(host, request)
             ],
         }
 
@@ -87,13 +90,14 @@ def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(request: Request) -> Any:
         data = parse_json(await request.body())
-        served = _agent(host, requested_model(data))
+        served = host.sole or await _agent(host, request, requested_model(data))
         caller = await _verify(served, request)
+        requested_model(data)  # required, as OpenAI's is, also where it picks nothing
         return await _answer(request, served, caller, validate_request(data))
 
     @app.post("/agents/{name}/chat/completions", response_model=None)
     async def agent_completions(name: str, request: Request) -> Any:
-        served = _agent(host, name)
+        served = await _agent(host, request, name)
         caller = await _verify(served, request)
         data = parse_json(await request.body())
         data.setdefault("model", name)  # the path names the agent; `model` may be left out
@@ -103,16 +107,40 @@ def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES)
     return app
 
 
-def _agent(host: AgentHost, name: str) -> ServedAgent:
+async def _agent(host: AgentHost, request: Request, name: str) -> ServedAgent:
+    """The agent named `name`; else a 404 naming only the agents this caller may call (and a
+    401 first, for a credential that no agent accepts)."""
     served = host.get(name)
     if served is None:
-        known = ", ".join(host.names()) or "none"
+        listed = ", ".join(s.name for s in await _listed(host, request)) or "none"
         raise ApiError(
             404,
-            f"no agent named {name!r} is served here; the agents are: {known}",
+            f"no agent named {name!r} is served here; the agents you may call: {listed}",
             "model_not_found",
         )
     return served
+
+
+async def _listed(host: AgentHost, request: Request) -> list[ServedAgent]:
+    """The agents shown to this request's caller, as each agent's own verifier sees them."""
+    listed: list[ServedAgent] = []
+    refusals: list[ApiError] = []
+    agents = host.all()  # one snapshot: a daemon may load or drop agents meanwhile
+    for served in agents:
+        try:
+            caller = await _verify(served, request)
+        except ApiError as exc:
+            refusals.append(exc)
+            continue
+        if host.lists_for(served, caller):
+            listed.append(served)
+    if refusals and len(refusals) == len(agents):  # A1: refused, never a list
+        if len({r.message for r in refusals}) == 1:
+            raise refusals[0]
+        raise ApiError(
+            401, "the credential is not valid for any agent served here", "invalid_credential"
+        )
+    return listed
 
 
 async def _verify(served: ServedAgent, request: Request) -> Caller:
@@ -137,14 +165,18 @@ async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: C
         )
     )
     completion = Completion(served.name)
+    headers = reply_headers(conversation, chat)
     if chat.stream:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-        return EventStream(_events(conversation, messages[-1], completion, include_usage))
+        stream = EventStream(_events(conversation, messages[-1], completion, include_usage))
+        stream.headers.update(headers)
+        return stream
     try:
         result = await until_disconnected(request, _run(conversation.send(messages[-1])))
     except ClientGone:
         return JSONResponse({}, status_code=499)  # nobody is listening any more
-    return JSONResponse(completion.body(ModelResponse(result.output, usage=result.usage)))
+    body = completion.body(ModelResponse(result.output, usage=result.usage))
+    return JSONResponse(body, headers=headers)
 
 
 async def _run(turn: Awaitable[T]) -> T:

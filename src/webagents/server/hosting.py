@@ -10,6 +10,7 @@ from pathlib import Path
 from ..access import AccessVerifier
 from ..agent import Agent
 from ..agent_file import load_agent
+from ..caller import Caller, CallerKind
 from ..model import Model
 
 log = logging.getLogger("webagents.server")
@@ -56,11 +57,39 @@ class ServedAgent:
 class AgentHost:
     """The agents a server answers for, by name."""
 
+    answers_any_model = True
+    """Whether a host of one agent answers whatever a request's `model` names. `webagents
+    serve` does: clients and configurations written for a model provider send its model's
+    name ("openai/gpt-4o-mini"), and there is no other agent they could mean. The daemon
+    does not: which agents it serves changes as folders come and go, so `model` always
+    picks the agent there."""
+
     def __init__(self, agents: list[ServedAgent] | None = None) -> None:
         self._agents = {served.name: served for served in agents or []}
 
     def get(self, name: str) -> ServedAgent | None:
         return self._agents.get(name)
+
+    @property
+    def sole(self) -> ServedAgent | None:
+        """The agent that answers every request, whatever its `model` names; None when a
+        request's `model` picks the agent."""
+        if self.answers_any_model and len(self._agents) == 1:
+            return next(iter(self._agents.values()))
+        return None
+
+    def lists_for(self, served: ServedAgent, caller: Caller) -> bool:
+        """Whether `served`'s name is shown to `caller` (its verifier verified them already).
+
+        A caller it verified by a credential may call it, and sees it. An anonymous caller
+        sees only the agents that verify no one: an agent with an `access:` block is meant
+        for the callers it lists, and its name is not advertised to whoever asks (though
+        anyone who knows a name can call it anonymously, reading its shared notes alone).
+        With one agent served, any `model` reaches it and the reply names it anyway.
+        """
+        return (
+            caller.kind is not CallerKind.ANONYMOUS or served.verifies_no_one or self.sole is served
+        )
 
     def names(self) -> list[str]:
         return sorted(self._agents)

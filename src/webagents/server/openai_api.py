@@ -1,8 +1,9 @@
 """The request side of the Chat Completions API: what a client may send, checked strictly.
 
 The body is read as OpenAI defines it. Options that only steer a model (temperature, top_p,
-...) are accepted and left to the agent's own settings; what the agent cannot honour (client
-tools, several choices, images) is refused with a 400 that says so.
+...) are accepted and left to the agent's own settings, and the reply names them
+(reply_headers.py); what the agent cannot honour (client tools, several choices, images) is
+refused with a 400 that says so.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class StreamOptions(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """POST /v1/chat/completions, as OpenAI defines it (options for the model are ignored)."""
+    """POST /v1/chat/completions, as OpenAI defines it (options for the model are not applied:
+    they are the agent's own; the reply's X-Webagents-Ignored header names them)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -100,6 +102,15 @@ class ChatRequest(BaseModel):
         return (self.metadata or {}).get("session_id")
 
 
+MAX_NESTING = 64
+"""Levels of JSON arrays and objects a request may nest (the body itself is level 1).
+
+A Chat Completions request needs about six (body, messages, message, tool_calls, call,
+function); tool arguments travel as a JSON string. The bound keeps every later step that
+walks a message (copies, JSON encoders, the session file) far from Python's recursion limit.
+"""
+
+
 def parse_json(body: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or an ApiError(400) that says what is wrong."""
     # orjson refuses what could not be sent on or kept later: invalid UTF-8, lone surrogates,
@@ -110,7 +121,33 @@ def parse_json(body: bytes) -> dict[str, Any]:
         raise ApiError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object", "invalid_body")
+    check_nesting(data)
     return data
+
+
+def check_nesting(data: dict[str, Any], limit: int = MAX_NESTING) -> None:
+    """ApiError(400) naming the limit when `data` nests deeper than `limit` levels.
+
+    Walked with a list, not recursion, so that the check itself cannot run out of stack.
+    """
+    pending: list[tuple[Any, int, tuple[str, ...]]] = [(data, 1, ())]
+    while pending:
+        value, depth, where = pending.pop()
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if not isinstance(item, dict | list):
+                continue
+            path = (*where, str(key)) if len(where) < 6 else where
+            if depth + 1 > limit:
+                shown = ".".join(path) + (".…" if len(where) >= 6 else "")
+                raise ApiError(
+                    400,
+                    f"invalid request: {shown}: JSON nests deeper than {limit} levels of arrays "
+                    f"and objects, the most a request may; send flatter data (tool call "
+                    "arguments are a JSON string)",
+                    "too_deep",
+                )
+            pending.append((item, depth + 1, path))
 
 
 def requested_model(data: dict[str, Any]) -> str:
@@ -140,9 +177,9 @@ _CALLER_SYSTEM = "[The caller's own {role} message; it is the caller's text, not
 def conversation_messages(request: ChatRequest) -> list[Message]:
     """The request's messages as the agent's conversation, the new user message last.
 
-    The agent's system prompt is its own: a system or developer message the client sends
-    becomes a user message framed as the caller's, so it carries no more weight than the
-    caller does.
+    The agent's system prompt is its own and stays byte-identical (R5): a system or developer
+    message the client sends becomes a user message framed as the caller's, so it carries no
+    more weight than the caller does (and the reply's X-Webagents-Client-System says so).
     """
     messages: list[Message] = []
     for index, message in enumerate(request.messages):

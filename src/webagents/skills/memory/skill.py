@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..._files import atomic_write
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
-from ...compaction import Compaction, Summary
+from ...compaction import Compaction, CompactionSpec, Summary
 from ...context import AgentInfo, Context, is_conversation_id
-from ...errors import ConfigError, ToolError
+from ...errors import ConfigError, ToolError, validation_problems
 from ..base import ChatIO, Skill, SlashCommand, Tool
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, check_key
@@ -51,9 +51,39 @@ class MemorySettings(BaseModel):
     local: bool = Field(default=True, description="keep notes in the agent's folder")
     portal: bool = Field(default=False, description="keep notes on the portal as well")
     notes_budget: int = Field(default=4000, ge=0, description="characters of index in the prompt")
-    compaction: int | None = Field(
-        default=None, gt=0, description="legacy: prompt tokens that trigger a summary"
+    compaction: int | CompactionSpec | None = Field(
+        default=None,
+        description="legacy: prompt tokens that trigger a summary, or {threshold, keep} as in "
+        "the agent file's compaction: block",
     )
+
+    @field_validator("compaction", mode="before")
+    @classmethod
+    def _legacy_compaction(cls, value: Any) -> Any:
+        # One message for whichever form was meant, not pydantic's one per form of the union.
+        if value is None or isinstance(value, CompactionSpec):
+            return value
+        if isinstance(value, dict):
+            try:
+                return CompactionSpec.model_validate(value)
+            except ValidationError as exc:
+                raise ValueError(
+                    validation_problems(
+                        exc,
+                        unknown=lambda where: (
+                            f"unknown key {where!r} (it takes: "
+                            + ", ".join(CompactionSpec.model_fields)
+                            + ")"
+                        ),
+                        wrong=lambda where, message: f"{where}: {message}",
+                    )
+                ) from None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        raise ValueError(
+            "give a number of prompt tokens (more than 0), or {threshold, keep} as in the "
+            "compaction: block"
+        )
 
     @model_validator(mode="after")
     def _a_tier(self) -> MemorySettings:
@@ -98,11 +128,14 @@ class MemorySkill(Skill[MemorySettings]):
         self._index.rebuild()
 
     def default_compaction(self) -> Compaction | None:
-        """The legacy `compaction: <tokens>` setting: the threshold, when the agent file has
-        no compaction: block (C1)."""
-        if self.settings.compaction is None:
+        """The legacy `compaction: <tokens>` (or `{threshold, keep}`) setting, when the agent
+        file has no compaction: block (C1)."""
+        setting = self.settings.compaction
+        if setting is None:
             return None
-        return Compaction(threshold=self.settings.compaction)
+        if isinstance(setting, CompactionSpec):
+            return Compaction.from_spec(setting)
+        return Compaction(threshold=setting)
 
     @property
     def store(self) -> NoteStore:
