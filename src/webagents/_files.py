@@ -183,3 +183,22 @@ def write_at(dir_fd: int, name: str, data: bytes, *, locked: bool = False) -> os
         raise
     os.fsync(dir_fd)
     return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def count_marked(parent: Path, marker: str, prefix: str, *, names: str = "") -> int:
+    """How many folders in `parent` (named `names...`) hold a file `marker` whose text starts
+    with `prefix`, read without following a link: how a store counts its folders of a kind."""
+    try:
+        folders = [name for name in os.listdir(parent) if name.startswith(names)]
+    except FileNotFoundError:
+        return 0
+    found = 0
+    wanted = prefix.encode("utf-8")
+    for name in folders:
+        with contextlib.suppress(OSError):
+            fd = os.open(parent / name / marker, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                found += os.read(fd, len(wanted)) == wanted
+            finally:
+                os.close(fd)
+    return found

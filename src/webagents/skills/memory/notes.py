@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._files import LinkRefused, open_file_at, open_private_dir, write_at
+from ..._files import LinkRefused, count_marked, open_file_at, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...errors import ToolError
 from .layout import NAMESPACE_FILE, is_key, namespace_folder
@@ -284,17 +284,8 @@ class NoteStore:
 
     def channel_namespaces(self) -> int:
         """How many channel senders have a note folder."""
-        callers = self.root / "callers"
-        try:
-            entries = [e.name for e in os.scandir(callers) if e.name.startswith("channel-")]
-        except FileNotFoundError:
-            return 0
-        found = 0
-        for name in entries:
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                raw, _ = read_plain(callers / name / NAMESPACE_FILE)
-                found += raw.decode("utf-8").startswith(CHANNEL_PREFIX)
-        return found
+        # A channel sender's folder name starts so (layout.caller_folder_name).
+        return count_marked(self.root / "callers", NAMESPACE_FILE, CHANNEL_PREFIX, names="channel-")
 
     def _open_namespace(self, namespace: str, *under: str) -> int:
         """A descriptor of the namespace's folder (or of `under` in it), made if missing with
