@@ -180,6 +180,21 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_notes(tmp_path: Pat
     assert len((await use(skill, OWNER, "memory_list"))["notes"]) == 13
 
 
+async def test_hardening_quota_counts_what_other_processes_wrote_and_forgot(
+    tmp_path: Path,
+) -> None:
+    _, first = memory_agent(tmp_path / "keeper", caller_notes=2)
+    _, second = memory_agent(tmp_path / "keeper", caller_notes=2)  # another process
+    await use(first, ALICE, "memory_write", key="one", content="1")
+    await use(second, ALICE, "memory_write", key="two", content="2")
+    with pytest.raises(ToolError, match="at most 2 notes"):
+        await use(first, ALICE, "memory_write", key="three", content="3")
+    await use(second, ALICE, "memory_forget", key="one")
+    assert (await use(first, ALICE, "memory_write", key="three", content="3"))["saved"] == "three"
+    with pytest.raises(ToolError, match="at most 2 notes"):
+        await use(first, ALICE, "memory_write", key="four", content="4")
+
+
 async def test_hardening_quota_a_caller_keeps_at_most_caller_note_bytes(tmp_path: Path) -> None:
     _, skill = memory_agent(tmp_path / "keeper", caller_note_bytes=400)
     await use(skill, ALICE, "memory_write", key="big", content="x" * 250)

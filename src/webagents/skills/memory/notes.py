@@ -84,6 +84,8 @@ class NoteStore:
         self._locks_guard = threading.Lock()
         self._folders: dict[str, Path] = {}
         self._senders_full = False
+        self._usage: dict[str, tuple[int, int, int, int]] = {}
+        """(generation, folder mtime, notes, bytes) of limited namespaces, as last written."""
 
     # -- where ------------------------------------------------------------------------------
 
@@ -199,11 +201,15 @@ class NoteStore:
                 self._refuse_unreadable(namespace, key, dir_fd)
             note = Note(namespace, key, content, one_line(description), now(), kind)
             data = note.render().encode("utf-8")
-            self._check_limits(namespace, dir_fd, existing, len(data))
             before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
+            usage = self._check_limits(namespace, dir_fd, before, existing, len(data))
             info = write_at(dir_fd, name, data, locked=True)
             generation = _bump(lock_fd, before[0])
             mtime = os.fstat(dir_fd).st_mtime_ns
+            if usage is not None:  # what the next write's check starts from
+                count = usage[0] + (existing is None)
+                total = usage[1] - (existing.st_size if existing else 0) + info.st_size
+                self._usage[namespace] = (generation, mtime, count, total)
             return Change(generation, mtime, note, file_state(info), before)
 
     def forget(self, namespace: str, key: str) -> Change | None:
@@ -234,14 +240,27 @@ class NoteStore:
         return self.owner_limits if namespace in _OWNERS else self.caller_limits
 
     def _check_limits(
-        self, namespace: str, dir_fd: int, existing: os.stat_result | None, size: int
-    ) -> None:
+        self,
+        namespace: str,
+        dir_fd: int,
+        version: tuple[int, int],
+        existing: os.stat_result | None,
+        size: int,
+    ) -> tuple[int, int] | None:
         """Refuse a write that passes the namespace's limits (one that shrinks what is kept,
-        or replaces a note, always goes through)."""
+        or replaces a note, always goes through); the namespace's (notes, bytes) when limited.
+
+        `version`: the namespace's (generation, folder mtime) under the lock. While both are
+        as this process left them, its count stands (a count reads every file's size: too
+        slow for each write); any other writer's change moves one of them."""
         limits = self.limits_of(namespace)
         if limits.notes is None and limits.note_bytes is None:
-            return
-        count, total = _usage(dir_fd)
+            return None
+        cached = self._usage.get(namespace)
+        if cached is not None and cached[:2] == version:
+            count, total = cached[2:]
+        else:
+            count, total = _usage(dir_fd)
         whose = "the owner's" if namespace in _OWNERS else "a caller's"
         if existing is None and limits.notes is not None and count >= limits.notes:
             log.warning("memory: %s is full (%d notes)", self.folder(namespace), count)
@@ -258,6 +277,7 @@ class NoteStore:
                 f"{whose} memory, and this write would make {after}; shorten or forget notes "
                 "first"
             )
+        return count, total
 
     def _admit(self, namespace: str) -> None:
         """Refuse a new channel sender's namespace past `channel_senders` (a bridge could
