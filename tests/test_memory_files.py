@@ -35,6 +35,11 @@ def test_m1_settings_and_their_defaults(tmp_path: Path) -> None:
         "portal": False,
         "notes_budget": 4000,
         "compaction": None,
+        "caller_notes": 1000,
+        "caller_note_bytes": 10_000_000,
+        "owner_notes": None,
+        "owner_note_bytes": None,
+        "channel_senders": 10_000,
     }
     custom = load_agent(write_agent(tmp_path / "b", "skills:\n  - memory: {notes_budget: 100}"))
     assert custom.skill("memory").settings.notes_budget == 100  # type: ignore[union-attr]
@@ -50,7 +55,8 @@ def test_m1_settings_and_their_defaults(tmp_path: Path) -> None:
         (
             "{budget: 10}",
             "skill 'memory': unknown setting 'budget'; it takes: local, portal, "
-            "notes_budget, compaction",
+            "notes_budget, compaction, caller_notes, caller_note_bytes, owner_notes, "
+            "owner_note_bytes, channel_senders",
         ),
         (
             "{notes_budget: -1}",
@@ -323,14 +329,14 @@ async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("webagents.skills.memory.notes.atomic_write", full_disk)
+    monkeypatch.setattr("webagents.skills.memory.notes.write_at", full_disk)
     ctx = Context(agent=skill_agent_info(skill), caller=ALICE)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ToolError, match="disk is full"):
         await skill.write(ctx, "plan", "meet in Porto")
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ToolError, match="disk is full"):
         await skill.write(ctx, "new", "Porto too")
-    monkeypatch.setattr(Path, "unlink", full_disk)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr(os, "unlink", full_disk)
+    with pytest.raises(ToolError, match="disk is full"):
         await skill.forget(ctx, "plan")
     assert path.read_bytes() == before
     assert not (path.parent / "new.md").exists()

@@ -191,6 +191,7 @@ async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) ->
         return f"Error: there is no tool named {call.name!r}; the tools are: {names}", True
     try:
         arguments = parse_arguments(call)
+        _refuse_lone_surrogates(arguments)
         return await tool(ctx, arguments), False
     except ToolError as exc:
         return f"Error: {exc}", True
@@ -205,3 +206,41 @@ async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) ->
             "the details are in the agent's log",
             True,
         )
+
+
+def _refuse_lone_surrogates(arguments: dict[str, Any]) -> None:
+    """A ToolError naming the first argument whose text holds half of a surrogate pair
+    (JSON lets a model write `\\ud800` alone): such text is not Unicode, and no file, log
+    or reply can hold it. Walked without recursion: arguments may nest deeply."""
+    stack: list[tuple[str, Any]] = [("", arguments)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if not _is_unicode(value):
+                raise ToolError(
+                    f"invalid arguments: {where}: the text holds a lone surrogate (a \\ud800 to "
+                    "\\udfff escape without its pair), which is not Unicode; send it without one"
+                )
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                named = f"{where}.{_shown(key)}" if where else _shown(key)
+                if not _is_unicode(key):
+                    stack.append((named, key))  # the name itself is reported
+                stack.append((named, item))
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{n}]", item) for n, item in reversed(list(enumerate(value))))
+
+
+def _is_unicode(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(name: str) -> str:
+    """An argument's name as it can be shown, a lone surrogate escaped."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")

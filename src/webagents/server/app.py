@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -28,7 +29,7 @@ from ..caller import Caller
 from ..errors import ModelError, TurnLimitError
 from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
-from ..skills.session import SessionError
+from ..skills.session import SessionError, SessionLimitError, SessionLinkError
 from .api_errors import ApiError, error_type
 from .hosting import AgentHost, ServedAgent
 from .openai_api import (
@@ -213,6 +214,23 @@ def _runtime_error(exc: Exception) -> ApiError:
     if isinstance(exc, ModelError):
         log.error("the model failed: %s", exc)
         return ApiError(502, "the agent's model endpoint failed; try again later", "model_error")
+    if isinstance(exc, SessionLimitError):
+        return ApiError(429, str(exc), "session_limit")  # the store logged it for the owner
+    if isinstance(exc, SessionLinkError):
+        log.error("%s", exc)  # the path is for the log, not the client
+        return ApiError(
+            500,
+            "this caller's kept conversations cannot be read or kept safely here (the agent's "
+            "owner is told); send no metadata.session_id to be answered without keeping it",
+            "session_unsafe",
+        )
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        log.error("the disk is full: %s", exc)
+        return ApiError(
+            507,
+            "the agent's disk is full, so the conversation was not kept; try again later",
+            "insufficient_storage",
+        )
     if isinstance(exc, SessionError):
         log.error("%s", exc)  # the path is for the log, not the client
         return ApiError(

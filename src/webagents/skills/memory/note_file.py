@@ -257,11 +257,12 @@ def _unescaped(value: str) -> str | None:
     return inner
 
 
-def read_plain(path: str | Path) -> tuple[bytes, os.stat_result]:
+def read_plain(path: str | Path, *, dir_fd: int | None = None) -> tuple[bytes, os.stat_result]:
     """A note file's bytes: a plain file, never through a symbolic link (which could lead to
-    another caller's note or anywhere else) nor a pipe or device (which could block)."""
+    another caller's note or anywhere else) nor a pipe or device (which could block).
+    `dir_fd`: `path` is relative to that folder."""
     try:
-        fd = os.open(path, _OPEN_NOTE)
+        fd = os.open(path, _OPEN_NOTE, dir_fd=dir_fd)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             raise

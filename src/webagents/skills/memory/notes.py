@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._files import atomic_write, ensure_private_dir, ensure_private_file
+from ..._files import LinkRefused, count_marked, open_file_at, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...errors import ToolError
 from .layout import NAMESPACE_FILE, is_key, namespace_folder
@@ -31,6 +32,21 @@ from .note_file import (
 )
 
 LOCK_FILE = ".lock"
+SNAPSHOTS = ".sessions"
+CHANNEL_PREFIX = "caller:channel:"
+_OWNERS = (OWNER_NAMESPACE, SHARED_NAMESPACE)
+
+log = logging.getLogger("webagents.memory")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much one namespace may keep; None: no limit."""
+
+    notes: int | None = None
+    """Note files, summaries (episodes) included."""
+    note_bytes: int | None = None
+    """Their bytes on disk, front matter included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +65,27 @@ class Change:
 class NoteStore:
     """The note files of one agent, by namespace."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        caller_limits: Limits | None = None,
+        owner_limits: Limits | None = None,
+        channel_senders: int | None = None,
+    ) -> None:
         self.root = root
+        self.caller_limits = caller_limits or Limits()
+        """Limits of each caller's namespace."""
+        self.owner_limits = owner_limits or Limits()
+        """Limits of `owner` and of `shared`, each."""
+        self.channel_senders = channel_senders
+        """How many channel senders may have a namespace; None: no limit."""
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._folders: dict[str, Path] = {}
-        self._ready: set[str] = set()
-        """Namespaces whose folder, marker and lock file this process has made sure of."""
+        self._senders_full = False
+        self._usage: dict[str, tuple[int, int, int, int]] = {}
+        """(generation, folder mtime, notes, bytes) of limited namespaces, as last written."""
 
     # -- where ------------------------------------------------------------------------------
 
@@ -81,8 +111,9 @@ class NoteStore:
     def generation(self, namespace: str) -> int:
         """A counter every write and forget in the namespace bumps (0 when never written)."""
         try:
-            return int((self.folder(namespace) / LOCK_FILE).read_bytes().strip() or b"0")
-        except (OSError, ValueError):
+            raw, _ = read_plain(self.folder(namespace) / LOCK_FILE)  # never through a link
+            return int(raw.strip() or b"0")
+        except (OSError, ValueError, NoteFormatError):
             return 0
 
     # -- reading ----------------------------------------------------------------------------
@@ -157,61 +188,220 @@ class NoteStore:
         kind: str = "note",
         create: bool = False,
     ) -> Change:
-        """Save a note (replacing one with the same key; with `create`, FileExistsError)."""
-        with self._locked(namespace) as (folder, lock_fd):
-            path = folder / f"{key}.md"
-            if create and os.path.lexists(path):
-                raise FileExistsError(path)
-            self._refuse_unreadable(namespace, key, path)
-            before = _generation(lock_fd), os.stat(folder).st_mtime_ns
+        """Save a note (replacing one with the same key; with `create`, FileExistsError).
+
+        ToolError when the namespace's limits would be passed; `LinkRefused` when its folder,
+        its lock or the note is a link."""
+        with self._locked(namespace) as (folder, dir_fd, lock_fd):
+            name = f"{key}.md"
+            existing = _lstat_at(dir_fd, name)
+            if create and existing is not None:
+                raise FileExistsError(folder / name)
+            if existing is not None:
+                self._refuse_unreadable(namespace, key, dir_fd)
             note = Note(namespace, key, content, one_line(description), now(), kind)
-            atomic_write(path, note.render().encode("utf-8"), locked=True)
-            info = os.stat(path)
+            data = note.render().encode("utf-8")
+            before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
+            usage = self._check_limits(namespace, dir_fd, before, existing, len(data))
+            info = write_at(dir_fd, name, data, locked=True)
             generation = _bump(lock_fd, before[0])
-            return Change(generation, os.stat(folder).st_mtime_ns, note, file_state(info), before)
+            mtime = os.fstat(dir_fd).st_mtime_ns
+            if usage is not None:  # what the next write's check starts from
+                count = usage[0] + (existing is None)
+                total = usage[1] - (existing.st_size if existing else 0) + info.st_size
+                self._usage[namespace] = (generation, mtime, count, total)
+            return Change(generation, mtime, note, file_state(info), before)
 
     def forget(self, namespace: str, key: str) -> Change | None:
         """Remove a note; None when there was none."""
-        with self._locked(namespace) as (folder, lock_fd):
-            path = folder / f"{key}.md"
-            if not os.path.lexists(path):
+        with self._locked(namespace) as (_, dir_fd, lock_fd):
+            name = f"{key}.md"
+            if _lstat_at(dir_fd, name) is None:
                 return None
-            self._refuse_unreadable(namespace, key, path)
-            before = _generation(lock_fd), os.stat(folder).st_mtime_ns
-            path.unlink()
+            self._refuse_unreadable(namespace, key, dir_fd)
+            before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
+            os.unlink(name, dir_fd=dir_fd)
             generation = _bump(lock_fd, before[0])
-            return Change(generation, os.stat(folder).st_mtime_ns, None, None, before)
+            return Change(generation, os.fstat(dir_fd).st_mtime_ns, None, None, before)
 
-    def _refuse_unreadable(self, namespace: str, key: str, path: Path) -> None:
+    def _refuse_unreadable(self, namespace: str, key: str, dir_fd: int) -> None:
         try:
-            self.read(namespace, key)
+            raw, info = read_plain(f"{key}.md", dir_fd=dir_fd)
+            parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
+        except FileNotFoundError:
+            return
         except NoteFormatError as exc:
             raise ToolError(
                 f"the note {key!r} is a file that cannot be read ({exc}); it is left as it is "
                 "for the agent's owner to fix by hand or remove (/memory names the file)"
             ) from None
 
+    def limits_of(self, namespace: str) -> Limits:
+        return self.owner_limits if namespace in _OWNERS else self.caller_limits
+
+    def _check_limits(
+        self,
+        namespace: str,
+        dir_fd: int,
+        version: tuple[int, int],
+        existing: os.stat_result | None,
+        size: int,
+    ) -> tuple[int, int] | None:
+        """Refuse a write that passes the namespace's limits (one that shrinks what is kept,
+        or replaces a note, always goes through); the namespace's (notes, bytes) when limited.
+
+        `version`: the namespace's (generation, folder mtime) under the lock. While both are
+        as this process left them, its count stands (a count reads every file's size: too
+        slow for each write); any other writer's change moves one of them."""
+        limits = self.limits_of(namespace)
+        if limits.notes is None and limits.note_bytes is None:
+            return None
+        cached = self._usage.get(namespace)
+        if cached is not None and cached[:2] == version:
+            count, total = cached[2:]
+        else:
+            count, total = _usage(dir_fd)
+        whose = "the owner's" if namespace in _OWNERS else "a caller's"
+        if existing is None and limits.notes is not None and count >= limits.notes:
+            log.warning("memory: %s is full (%d notes)", self.folder(namespace), count)
+            raise ToolError(
+                f"no room for a new note: this agent keeps at most {limits.notes} notes "
+                f"(summaries included) in {whose} memory; forget one (memory_forget) or "
+                "replace one by writing to its key"
+            )
+        after = total - (existing.st_size if existing is not None else 0) + size
+        if limits.note_bytes is not None and after > limits.note_bytes and after > total:
+            log.warning("memory: %s is full (%d bytes)", self.folder(namespace), total)
+            raise ToolError(
+                f"no room: this agent keeps at most {limits.note_bytes} bytes of notes in "
+                f"{whose} memory, and this write would make {after}; shorten or forget notes "
+                "first"
+            )
+        return count, total
+
+    def _admit(self, namespace: str) -> None:
+        """Refuse a new channel sender's namespace past `channel_senders` (a bridge could
+        otherwise make namespaces without end)."""
+        cap = self.channel_senders
+        if cap is None or not namespace.startswith(CHANNEL_PREFIX):
+            return
+        if os.path.lexists(self.folder(namespace)):
+            return
+        senders = self.channel_namespaces()
+        if senders >= cap:
+            if not self._senders_full:  # once, not for every refused sender
+                self._senders_full = True
+                log.warning(
+                    "memory: refusing the notes of new channel senders: %d channel senders "
+                    "have notes, the most this agent keeps (the memory skill's "
+                    "channel_senders setting)",
+                    senders,
+                )
+            raise ToolError(
+                f"this agent keeps notes for at most {cap} channel senders, and has them all; "
+                "it cannot keep notes for you (ask the agent's owner)"
+            )
+
+    def channel_namespaces(self) -> int:
+        """How many channel senders have a note folder."""
+        # A channel sender's folder name starts so (layout.caller_folder_name).
+        return count_marked(self.root / "callers", NAMESPACE_FILE, CHANNEL_PREFIX, names="channel-")
+
+    def _open_namespace(self, namespace: str, *under: str) -> int:
+        """A descriptor of the namespace's folder (or of `under` in it), made if missing with
+        its marker, never reached through a link; the caller closes it."""
+        self._admit(namespace)
+        parts = self.folder(namespace).relative_to(self.root).parts
+        dir_fd = open_private_dir(self.root, parts)
+        assert dir_fd is not None
+        try:
+            if namespace not in _OWNERS and _lstat_at(dir_fd, NAMESPACE_FILE) is None:
+                write_at(dir_fd, NAMESPACE_FILE, namespace.encode("utf-8"))
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        if not under:
+            return dir_fd
+        os.close(dir_fd)
+        found = open_private_dir(self.root, (*parts, *under))
+        assert found is not None
+        return found
+
+    # -- the memory block of each conversation (M6) -----------------------------------------
+
+    def read_snapshot(self, namespace: str, name: str) -> str | None:
+        """The memory block kept for a conversation; None when none is kept."""
+        parts = self.folder(namespace).relative_to(self.root).parts
+        dir_fd = open_private_dir(self.root, (*parts, SNAPSHOTS), create=False)
+        if dir_fd is None:
+            return None
+        try:
+            raw, _ = read_plain(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except NoteFormatError:
+            where = self.folder(namespace) / SNAPSHOTS / name
+            raise LinkRefused(where, "not a plain file") from None
+        finally:
+            os.close(dir_fd)
+        return raw.decode("utf-8")
+
+    def keep_snapshot(self, namespace: str, name: str, block: str, *, keep: int) -> None:
+        """Keep a conversation's memory block, and the `keep` newest blocks of the namespace."""
+        dir_fd = self._open_namespace(namespace, SNAPSHOTS)
+        try:
+            write_at(dir_fd, name, block.encode("utf-8"))
+            kept = []
+            for entry in os.scandir(dir_fd):
+                with contextlib.suppress(FileNotFoundError):
+                    kept.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+            for _, old in sorted(kept, reverse=True)[keep:]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(old, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+
     @contextlib.contextmanager
-    def _locked(self, namespace: str) -> Iterator[tuple[Path, int]]:
+    def _locked(self, namespace: str) -> Iterator[tuple[Path, int, int]]:
+        """The namespace's folder (made if missing) and its lock file's descriptor, locked:
+        both reached without following a link (one could lead this caller's note into
+        another's folder, or a lock write onto another file)."""
         folder = self.folder(namespace)
         with self._locks_guard:
             lock = self._locks.setdefault(namespace, threading.Lock())
         with lock:
-            if namespace not in self._ready or not folder.is_dir():
-                ensure_private_dir(folder)
-                if namespace not in (OWNER_NAMESPACE, SHARED_NAMESPACE):
-                    marker = folder / NAMESPACE_FILE
-                    if not marker.exists():
-                        atomic_write(marker, namespace.encode("utf-8"))
-                ensure_private_file(folder / LOCK_FILE)
-                self._ready.add(namespace)
-            fd = os.open(folder / LOCK_FILE, os.O_RDWR)
+            dir_fd = self._open_namespace(namespace)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield folder, fd
+                lock_fd = open_file_at(
+                    dir_fd, LOCK_FILE, os.O_RDWR | os.O_CREAT, where=folder / LOCK_FILE, single=True
+                )
+                try:
+                    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                    yield folder, dir_fd, lock_fd
+                finally:
+                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
+                    os.close(lock_fd)
             finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
+                os.close(dir_fd)
+
+
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _usage(dir_fd: int) -> tuple[int, int]:
+    """How many note files a namespace folder holds, and their bytes."""
+    count = total = 0
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(FileNotFoundError):
+                    total += entry.stat(follow_symlinks=False).st_size
+                    count += 1
+    return count, total
 
 
 def _generation(lock_fd: int) -> int:

@@ -9,18 +9,17 @@ memory_write or memory_forget.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
 import logging
-import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..._files import atomic_write
+from ..._files import LinkRefused
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
 from ...compaction import Compaction, CompactionSpec, Summary
 from ...context import AgentInfo, Context, is_conversation_id
@@ -29,7 +28,7 @@ from ..base import ChatIO, Skill, SlashCommand, Tool
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, check_key
 from .note_file import Note, NoteFormatError, first_line_summary
-from .notes import NoteStore
+from .notes import Limits, NoteStore
 from .prompt import memory_block
 from .rights import Rights, rights_of
 
@@ -40,7 +39,6 @@ MAX_DESCRIPTION_CHARS = 300
 MAX_SNAPSHOTS = 200
 """Block snapshots kept per caller: the oldest go when a caller starts more conversations."""
 MAX_LISTED = 500
-SNAPSHOTS = ".sessions"
 INDEX_CACHE = ".index.sqlite"
 WriteTarget = Literal["owner", "shared"]
 
@@ -55,6 +53,21 @@ class MemorySettings(BaseModel):
         default=None,
         description="legacy: prompt tokens that trigger a summary, or {threshold, keep} as in "
         "the agent file's compaction: block",
+    )
+    caller_notes: int | None = Field(
+        default=1000, ge=1, description="notes (summaries included) one caller may keep"
+    )
+    caller_note_bytes: int | None = Field(
+        default=10_000_000, ge=1, description="bytes of notes one caller may keep"
+    )
+    owner_notes: int | None = Field(
+        default=None, ge=1, description="notes in owner and in shared, each (none: no limit)"
+    )
+    owner_note_bytes: int | None = Field(
+        default=None, ge=1, description="bytes of notes in owner and in shared, each"
+    )
+    channel_senders: int | None = Field(
+        default=10_000, ge=1, description="channel senders that may keep notes"
     )
 
     @field_validator("compaction", mode="before")
@@ -123,7 +136,13 @@ class MemorySkill(Skill[MemorySettings]):
                 "the memory skill keeps notes in the agent's folder: give the agent one "
                 "(Agent(directory=...), or load it from its folder)"
             )
-        self._store = NoteStore(agent.directory / ".webagents" / "memory")
+        settings = self.settings
+        self._store = NoteStore(
+            agent.directory / ".webagents" / "memory",
+            caller_limits=Limits(settings.caller_notes, settings.caller_note_bytes),
+            owner_limits=Limits(settings.owner_notes, settings.owner_note_bytes),
+            channel_senders=settings.channel_senders,
+        )
         self._index = MemoryIndex(self._store, cache=self._store.root / INDEX_CACHE)
         self._index.rebuild()
 
@@ -158,13 +177,21 @@ class MemorySkill(Skill[MemorySettings]):
 
     async def prompt(self, ctx: Context) -> str | None:
         rights = rights_of(ctx.caller)
-        snapshot = self._snapshot_path(rights, ctx)
-        if snapshot is not None and snapshot.exists():
-            return snapshot.read_text(encoding="utf-8")  # the block of this conversation (M6)
+        snapshot = self._snapshot_name(rights, ctx)
+        if snapshot is not None:
+            try:
+                kept = self.store.read_snapshot(*snapshot)
+            except LinkRefused as exc:
+                log.error("memory: a conversation's memory block cannot be read: %s", exc)
+                kept = None
+            if kept is not None:
+                return kept  # the block of this conversation (M6)
         block = self.block(rights)
         if snapshot is not None and block is not None:
-            atomic_write(snapshot, block.encode("utf-8"))
-            _prune(snapshot.parent, MAX_SNAPSHOTS)
+            try:
+                self.store.keep_snapshot(*snapshot, block, keep=MAX_SNAPSHOTS)
+            except (LinkRefused, ToolError) as exc:  # the block still serves this turn
+                log.error("memory: a conversation's memory block was not kept: %s", exc)
         return block
 
     def block(self, rights: Rights) -> str | None:
@@ -181,13 +208,14 @@ class MemorySkill(Skill[MemorySettings]):
             can_write=rights.can_write_any,
         )
 
-    def _snapshot_path(self, rights: Rights, ctx: Context) -> Path | None:
+    def _snapshot_name(self, rights: Rights, ctx: Context) -> tuple[str, str] | None:
+        """Where this conversation's block is kept: (namespace, file name)."""
         conversation = ctx.conversation_id
         if ctx.kept:
             return None  # the session keeps the whole prompt of this conversation
         if rights.own is None or conversation is None or not is_conversation_id(conversation):
             return None
-        return self.store.folder(rights.own) / SNAPSHOTS / f"{conversation}.block"
+        return rights.own, f"{conversation}.block"
 
     # -- what the tools do --------------------------------------------------------------------
 
@@ -260,7 +288,8 @@ class MemorySkill(Skill[MemorySettings]):
             )
         # In the event loop, not a thread: a note write (fsync included) takes about a
         # millisecond and a thread hand-off costs nearly as much again (bench/memory.py).
-        change = self.store.write(target, key, content, description, kind=kind, create=create)
+        with _stored(key):
+            change = self.store.write(target, key, content, description, kind=kind, create=create)
         self.index.record(target, key, change)
         assert change.note is not None
         return {"saved": key, "namespace": target, "updated": change.note.updated}
@@ -269,7 +298,8 @@ class MemorySkill(Skill[MemorySettings]):
         rights = rights_of(ctx.caller)
         target = self._writable(rights, namespace)
         check_key(key, episode=True)
-        change = self.store.forget(target, key)
+        with _stored(key):
+            change = self.store.forget(target, key)
         if change is None:
             raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
         self.index.record(target, key, change)
@@ -397,12 +427,26 @@ class MemorySkill(Skill[MemorySettings]):
         return "\n".join(lines)
 
 
-def _prune(folder: Path, keep: int) -> None:
-    """Keep the `keep` newest files of a folder."""
-    entries = sorted(os.scandir(folder), key=lambda e: e.stat().st_mtime_ns, reverse=True)
-    for entry in entries[keep:]:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(entry.path)
+@contextlib.contextmanager
+def _stored(key: str) -> Iterator[None]:
+    """A change of the files that cannot be made as a tool error the model can pass on,
+    with the details (paths) for the owner's log only."""
+    try:
+        yield
+    except LinkRefused as exc:
+        log.error("memory: refused to write through a link: %s", exc)
+        raise ToolError(
+            f"the note {key!r} was not changed: where it is kept is a link on the agent's "
+            "machine, which notes are never written through (the agent's owner is told)"
+        ) from None
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        log.error("memory: the disk is full: %s", exc)
+        raise ToolError(
+            f"the note {key!r} was not changed: the agent's disk is full (the agent's owner "
+            "is told); try again later"
+        ) from None
 
 
 def _full(note: Note) -> dict[str, Any]:

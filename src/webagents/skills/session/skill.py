@@ -34,6 +34,15 @@ class SessionSettings(BaseModel):
     backend: Literal["local", "robutler"] = Field(
         default="local", description="local: this machine; robutler: the portal too"
     )
+    caller_sessions: int | None = Field(
+        default=1000, ge=1, description="conversations kept for each caller but the owner"
+    )
+    owner_sessions: int | None = Field(
+        default=None, ge=1, description="conversations kept for the owner (none: no limit)"
+    )
+    channel_senders: int | None = Field(
+        default=10_000, ge=1, description="channel senders whose conversations are kept"
+    )
 
     @field_validator("backend")
     @classmethod
@@ -84,7 +93,14 @@ class SessionSkill(Skill[SessionSettings]):
                 "(SessionSkill(agent_dir=...), Agent(directory=...), or load the agent "
                 "from its folder)"
             )
-        self._store = LocalSessionStore(directory, agent.name, profile=agent.profile)
+        self._store = LocalSessionStore(
+            directory,
+            agent.name,
+            profile=agent.profile,
+            caller_sessions=self.settings.caller_sessions,
+            owner_sessions=self.settings.owner_sessions,
+            channel_senders=self.settings.channel_senders,
+        )
 
     @property
     def store(self) -> LocalSessionStore:
@@ -99,6 +115,8 @@ class SessionSkill(Skill[SessionSettings]):
         if ctx.conversation_id is None or namespace is None:
             return  # S5: nothing is kept for anonymous callers or unnamed conversations
         found = self.store.open(namespace, ctx.conversation_id)  # SessionError if damaged
+        if found is None:
+            self.store.admit(namespace)  # refused before the model is asked, not after
         session, version = found if found else (None, None)
         ctx.state[self.name] = _Kept(namespace, ctx.conversation_id, session, version)
         ctx.kept = True

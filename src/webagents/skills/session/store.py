@@ -15,24 +15,31 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
 import re
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NotRequired, Protocol, TypedDict, cast
+from typing import Any, NotRequired, Protocol, TypedDict, TypeVar, cast
 
 import orjson
 
-from ..._files import FILE_MODE, atomic_write, ensure_private_dir, ensure_private_file
+from ..._files import LinkRefused, count_marked, open_file_at, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE
 from ...context import is_conversation_id
 from ...errors import WebAgentsError
 from ...home import sessions_dir
 from ...model import Message
 
+log = logging.getLogger("webagents.session")
+
 FORMAT = 1
+CHANNEL_PREFIX = "caller:channel:"
+NAMESPACE_FILE = ".namespace"
+"""In each caller's folder: the namespace it keeps, so that channel senders can be counted."""
 TITLE_LIMIT = 80
 JOURNAL_MIN_FOLD = 16 * 1024
 """A journal is folded into its snapshot once it is larger than this and a quarter of the
@@ -62,6 +69,16 @@ class SessionFile(TypedDict):
 
 class SessionError(WebAgentsError):
     """A session cannot be kept or read; the message says which file and why."""
+
+
+class SessionLinkError(SessionError):
+    """A folder or file of kept conversations is a link: nothing is read or written through
+    it. The message names the path, for the owner."""
+
+
+class SessionLimitError(SessionError):
+    """A new conversation would pass a limit of how many are kept; the message, meant for the
+    caller, says which and what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,21 +163,45 @@ class LocalSessionStore:
     `<id>.json` once it outgrows it: keeping a turn costs the turn, not the conversation. A
     record holds how many of the kept messages stay (`keep`) and the ones that follow
     (`add`), so a client that edits its history is kept as it sent it (S6).
+
+    Below `~/.webagents/sessions/` nothing is read or written through a link (one caller's
+    folder linked to another's would hand one the other's conversations): it is a
+    `SessionLinkError`. Limits: `caller_sessions` conversations per caller other than the
+    owner, `owner_sessions` for the owner, `channel_senders` channel senders with any.
     """
 
-    def __init__(self, agent_directory: Path, agent: str, *, profile: str | None = None) -> None:
-        self.root = sessions_dir(profile) / agent_folder_name(agent_directory) / agent
+    def __init__(
+        self,
+        agent_directory: Path,
+        agent: str,
+        *,
+        profile: str | None = None,
+        caller_sessions: int | None = None,
+        owner_sessions: int | None = None,
+        channel_senders: int | None = None,
+    ) -> None:
+        self.base = sessions_dir(profile)
+        self._parts = (agent_folder_name(agent_directory), agent)
+        self.root = self.base.joinpath(*self._parts)
         self.agent = agent
         self.problems: list[str] = []
+        self.caller_sessions = caller_sessions
+        self.owner_sessions = owner_sessions
+        self.channel_senders = channel_senders
+        self._logged: set[str] = set()
+        """Limits already logged as reached (once each, not for every refused request)."""
 
     def folder(self, namespace: str) -> Path:
+        return self.root.joinpath(*self._folder_parts(namespace))
+
+    def _folder_parts(self, namespace: str) -> tuple[str, ...]:
         if namespace == OWNER_NAMESPACE:
-            return self.root
+            return ()
         if not namespace.startswith("caller:"):
             raise SessionError(
                 f"conversations are kept for verified callers only, not {namespace!r}"
             )
-        return self.root / "callers" / caller_hash(namespace)
+        return ("callers", caller_hash(namespace))
 
     def path(self, namespace: str, session_id: str) -> Path:
         if not is_conversation_id(session_id):
@@ -176,7 +217,25 @@ class LocalSessionStore:
 
     def open(self, namespace: str, session_id: str) -> tuple[SessionFile, Version] | None:
         """The conversation and its version (None if none is kept); SessionError if damaged."""
-        return read_session(self.path(namespace, session_id))
+        path = self.path(namespace, session_id)
+        dir_fd = self._open_folder(namespace, create=False)
+        if dir_fd is None:
+            return None
+        try:
+            return read_session(path, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    def admit(self, namespace: str) -> None:
+        """SessionLimitError when a new conversation of this caller would pass a limit."""
+        dir_fd = self._open_folder(namespace, create=False)
+        if dir_fd is None:
+            self._admit_sender(namespace)
+            return
+        try:
+            self._check_room(namespace, dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def save(
         self, namespace: str, session: SessionFile, *, since: Version | None = None
@@ -188,32 +247,37 @@ class LocalSessionStore:
         """
         path = self.path(namespace, session["id"])
         session["updated"] = datetime.now(UTC).isoformat()
-        with self._locked(path.parent):
-            state = _state(path)
+        with self._locked(namespace) as dir_fd:
+            state = _state(path.name, dir_fd)
             if since is not None and state == since.snapshot:
-                appended = self._append(path, session, since)
+                appended = self._append(path, dir_fd, session, since)
                 if appended is not None:
                     return appended
             generation = 0
             if state is not None:
                 # Changed since it was read, or never read here: it must be a session file
                 # (not a hand edit, nor another program's) before it is replaced.
-                current = self.open(namespace, session["id"])
+                current = read_session(path, dir_fd=dir_fd)
                 generation = current[1].generation + 1 if current else 0
+            else:
+                self._check_room(namespace, dir_fd)  # under the lock: no two pass at once
             session["generation"] = generation
-            atomic_write(path, _dumps(session))
+            info = _refused_links(
+                path, lambda: write_at(dir_fd, path.name, _dumps(session), locked=True)
+            )
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(_journal(path))
-            snapshot = _state(path)
-            assert snapshot is not None
+                os.unlink(_journal(path).name, dir_fd=dir_fd)
+            snapshot = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
             prompt = session.get("system_prompt")
             return Version(snapshot, 0, generation, session["messages"], prompt)
 
-    def _append(self, path: Path, session: SessionFile, since: Version) -> Version | None:
+    def _append(
+        self, path: Path, dir_fd: int, session: SessionFile, since: Version
+    ) -> Version | None:
         """Append the change to the journal, or None when the file should be written whole."""
         journal = _journal(path)
         try:
-            size = os.lstat(journal).st_size
+            size = os.stat(journal.name, dir_fd=dir_fd, follow_symlinks=False).st_size
         except FileNotFoundError:
             size = 0
         if size != since.journal or size > max(since.snapshot[1] // 4, JOURNAL_MIN_FOLD):
@@ -232,9 +296,11 @@ class LocalSessionStore:
             "compaction": session.get("compaction"),
         }
         line = _dumps(record) + b"\n"
-        fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        fd = _refused_links(
+            journal, lambda: open_file_at(dir_fd, journal.name, flags, where=journal)
+        )
         try:
-            os.fchmod(fd, FILE_MODE)
             written = 0
             while written < len(line):
                 written += os.write(fd, line[written:])
@@ -247,67 +313,175 @@ class LocalSessionStore:
 
     def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]:
         """The newest conversations first; unreadable files are noted in `problems`."""
-        folder = self.folder(namespace)
         found: list[SessionSummary] = []
         self.problems = []
-        for path in folder.glob("*.json") if folder.is_dir() else []:
-            try:
-                session = self.load(namespace, path.stem)
-            except SessionError as exc:
-                self.problems.append(str(exc))
-                continue
-            if session is None:  # removed meanwhile
-                continue
-            turns = sum(1 for m in session["messages"] if m.get("role") == "user")
-            found.append(SessionSummary(session["id"], session["title"], session["updated"], turns))
+        try:
+            dir_fd = self._open_folder(namespace, create=False)
+        except SessionLinkError as exc:
+            self.problems.append(str(exc))
+            return found
+        if dir_fd is None:
+            return found
+        try:
+            names = [name for name in os.listdir(dir_fd) if name.endswith(".json")]
+            for name in names:
+                try:
+                    found_one = read_session(self.folder(namespace) / name, dir_fd=dir_fd)
+                except SessionError as exc:
+                    self.problems.append(str(exc))
+                    continue
+                if found_one is None:  # removed meanwhile
+                    continue
+                session = found_one[0]
+                turns = sum(1 for m in session["messages"] if m.get("role") == "user")
+                found.append(
+                    SessionSummary(session["id"], session["title"], session["updated"], turns)
+                )
+        finally:
+            os.close(dir_fd)
         found.sort(key=lambda s: s.updated, reverse=True)
         return found[:limit]
 
     def remove(self, namespace: str, session_id: str) -> bool:
         """Remove a kept conversation and its journal; False when there was none."""
         path = self.path(namespace, session_id)
-        if not path.parent.is_dir():
-            return False
-        with self._locked(path.parent):
+        found = self._open_folder(namespace, create=False)
+        if found is None:
+            return False  # no folder: nothing kept, and none is made to find that out
+        os.close(found)
+        with self._locked(namespace) as dir_fd:
             try:
-                os.unlink(path)
+                os.unlink(path.name, dir_fd=dir_fd)
             except FileNotFoundError:
                 return False
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(_journal(path))
+                os.unlink(_journal(path).name, dir_fd=dir_fd)
         return True
 
-    @contextlib.contextmanager
-    def _locked(self, folder: Path) -> Iterator[None]:
-        ensure_private_dir(folder)
-        fd = os.open(ensure_private_file(folder / ".lock"), os.O_RDWR)
+    # -- limits ---------------------------------------------------------------------------------
+
+    def _check_room(self, namespace: str, dir_fd: int) -> None:
+        cap = self.owner_sessions if namespace == OWNER_NAMESPACE else self.caller_sessions
+        if cap is None:
+            return
+        kept = sum(
+            1
+            for entry in os.scandir(dir_fd)
+            if entry.name.endswith(".json") and entry.is_file(follow_symlinks=False)
+        )
+        if kept < cap:
+            return
+        self._log_once(
+            namespace,
+            "session: %s keeps %d conversations, the most this agent keeps for one caller",
+            self.folder(namespace),
+            kept,
+        )
+        whose = "its owner" if namespace == OWNER_NAMESPACE else "each caller"
+        raise SessionLimitError(
+            f"this agent keeps at most {cap} conversations for {whose}, and yours are all "
+            "kept; continue one of them (its metadata.session_id), or send no "
+            "metadata.session_id to be answered without keeping the conversation"
+        )
+
+    def _admit_sender(self, namespace: str) -> None:
+        """Refuse a new channel sender's folder past `channel_senders` (a bridge could
+        otherwise make folders without end)."""
+        cap = self.channel_senders
+        if cap is None or not namespace.startswith(CHANNEL_PREFIX):
+            return
+        senders = self.channel_namespaces()
+        if senders < cap:
+            return
+        self._log_once(
+            CHANNEL_PREFIX,
+            "session: refusing the conversations of new channel senders: %d channel senders "
+            "have some, the most this agent keeps (the session skill's channel_senders setting)",
+            senders,
+        )
+        raise SessionLimitError(
+            f"this agent keeps conversations for at most {cap} channel senders, and has them "
+            "all; send no metadata.session_id to be answered without keeping the conversation"
+        )
+
+    def channel_namespaces(self) -> int:
+        """How many channel senders have a folder of conversations."""
+        return count_marked(self.root / "callers", NAMESPACE_FILE, CHANNEL_PREFIX)
+
+    def _log_once(self, what: str, message: str, *args: object) -> None:
+        if what not in self._logged:
+            self._logged.add(what)
+            log.warning(message, *args)
+
+    # -- folders --------------------------------------------------------------------------------
+
+    def _open_folder(self, namespace: str, *, create: bool) -> int | None:
+        """A descriptor of the namespace's folder (None when missing and not `create`), never
+        reached through a link below the sessions folder; a caller's folder made here gets
+        its marker."""
+        parts = (*self._parts, *self._folder_parts(namespace))
+        where = self.folder(namespace)
+        if create and namespace != OWNER_NAMESPACE and not os.path.lexists(where):
+            self._admit_sender(namespace)
+        dir_fd = _refused_links(where, lambda: open_private_dir(self.base, parts, create=create))
+        if dir_fd is None or not create or namespace == OWNER_NAMESPACE:
+            return dir_fd
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            if _state(NAMESPACE_FILE, dir_fd) is None:
+                write_at(dir_fd, NAMESPACE_FILE, namespace.encode("utf-8"))
+        except BaseException:
+            os.close(dir_fd)
+            raise
+        return dir_fd
+
+    @contextlib.contextmanager
+    def _locked(self, namespace: str) -> Iterator[int]:
+        dir_fd = self._open_folder(namespace, create=True)
+        assert dir_fd is not None
+        try:
+            lock = self.folder(namespace) / ".lock"
+            flags = os.O_RDWR | os.O_CREAT
+            fd = _refused_links(lock, lambda: open_file_at(dir_fd, lock.name, flags, where=lock))
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield dir_fd
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            os.close(dir_fd)
 
 
-def read_session(path: str | Path) -> tuple[SessionFile, Version] | None:
+T = TypeVar("T")
+
+
+def _refused_links(where: Path, action: Callable[[], T]) -> T:
+    """`action`, a `LinkRefused` on its way as a SessionLinkError."""
+    try:
+        return action()
+    except LinkRefused as exc:
+        raise SessionLinkError(
+            f"{exc.strerror}; the conversations there are neither read nor kept"
+        ) from None
+
+
+def read_session(
+    path: str | Path, *, dir_fd: int | None = None
+) -> tuple[SessionFile, Version] | None:
     """The conversation kept at `<id>.json` (a dict of the `SessionFile` shape), its journal
     applied, and its version; None when there is none. SessionError (and the files left as
-    they are) when either is damaged."""
+    they are) when either is damaged. `dir_fd`: the folder `path` is in, opened already (the
+    file is then opened by its name in it)."""
     path = Path(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    found = _read_plain(path, dir_fd)
+    if found is None:
         return None
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise SessionError(f"{path} cannot be read ({reason}); it is left as it is") from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        session = _parse(file.read(), path)
+    raw, info = found
+    session = _parse(raw, path)
     generation = session.get("generation", 0)
     if not isinstance(generation, int):
         raise SessionError(f"{path} is not a session file (generation); it is left as it is")
-    journal = _replay(_journal(path), generation, session)
+    journal = _replay(_journal(path), generation, session, dir_fd)
     snapshot = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
     version = Version(
         snapshot, journal, generation, session["messages"], session.get("system_prompt")
@@ -319,9 +493,29 @@ def _journal(path: Path) -> Path:
     return path.with_name(f".{path.stem}.journal")
 
 
-def _state(path: Path) -> tuple[int, int, int, int] | None:
+def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] | None:
+    """A kept file's bytes and stat, never through a link; None when there is none."""
     try:
-        info = os.lstat(path)
+        fd = os.open(
+            path.name if dir_fd is not None else path,
+            os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            dir_fd=dir_fd,
+        )
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SessionError(f"{path} cannot be read ({reason}); it is left as it is") from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise SessionError(f"{path} is not a plain file; it is left as it is")
+        return file.read(), info
+
+
+def _state(name: str, dir_fd: int) -> tuple[int, int, int, int] | None:
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -336,18 +530,13 @@ def _common_prefix(before: list[Message], after: list[Message]) -> int:
     return n
 
 
-def _replay(journal: Path, generation: int, session: SessionFile) -> int:
+def _replay(journal: Path, generation: int, session: SessionFile, dir_fd: int | None) -> int:
     """Apply the journal's records of this generation to `session`; the bytes that are whole
     records (a last record cut short by a crash was never kept, and is not counted)."""
-    try:
-        fd = os.open(journal, os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
+    found = _read_plain(journal, dir_fd)
+    if found is None:
         return 0
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise SessionError(f"{journal} cannot be read ({reason}); it is left as it is") from None
-    with os.fdopen(fd, "rb") as file:
-        raw = file.read()
+    raw = found[0]
     whole = raw.rfind(b"\n") + 1
     if whole == 0:
         return 0 if not raw else -1
