@@ -283,3 +283,24 @@ def test_hardening_s7_a_linked_caller_folder_answers_500_and_the_owner_is_told(
     )
     assert list(elsewhere.iterdir()) == []
     assert any(str(callers) in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
+
+
+async def test_hardening_lookalike_a_caller_folder_names_its_caller_by_its_marker(
+    tmp_path: Path,
+) -> None:
+    """The owner's tools name a caller's folder by its marker (so `webagents sessions` shows
+    whose it is without the memory skill), and a marker naming another caller is not believed."""
+    folder = tmp_path / "helper"
+    agent = _agent(folder)
+    await (await agent.start(ALICE, conversation_id="mine")).send("hello")
+    await (await agent.start(BOB, conversation_id="his")).send("hello")
+    skill = agent.skill("session")
+    assert isinstance(skill, SessionSkill)
+    store = skill.store
+    alice, bob = caller_hash("caller:alice@example.com"), caller_hash("caller:bob@example.com")
+    assert store.caller_namespaces() == {
+        alice: "caller:alice@example.com",
+        bob: "caller:bob@example.com",
+    }
+    (_root(folder) / "callers" / bob / ".namespace").write_text("caller:alice@example.com")
+    assert store.caller_namespaces() == {alice: "caller:alice@example.com"}

@@ -7,6 +7,7 @@ import asyncio
 import errno
 import logging
 import socket
+from pathlib import Path
 
 import httpx
 import pytest
@@ -133,3 +134,21 @@ async def test_hardening_413_names_the_option_that_raises_the_limit() -> None:
             }
         },
     )
+
+
+def test_hardening_daemon_without_a_model_key_suggests_offline(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The daemon goes on watching an agent it cannot load, and its log says the fix."""
+    from webagents.chat_completions import NO_ENDPOINT
+    from webagents.server.daemon import FolderHost
+
+    (tmp_path / "helper").mkdir()
+    (tmp_path / "helper" / "AGENT.md").write_text("---\nmodel: openai/m\n---\nBe brief.\n")
+    with caplog.at_level(logging.ERROR, logger="webagents.daemon"):
+        host = FolderHost(tmp_path)
+    assert host.names() == []
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{NO_ENDPOINT} (or serve the offline model: --offline); the agent is not served until "
+        "it is fixed"
+    ]

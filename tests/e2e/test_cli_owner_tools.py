@@ -377,11 +377,13 @@ def _conversations(folder: Path) -> None:
             {"role": "assistant", "content": f"answer to {text}"},
         ]
         store.save(namespace, new_session(session_id, "assistant", messages))
+    # Carol's folder as one kept before folders had markers: nothing names her but her hash.
+    (store.folder(CAROL) / ".namespace").unlink()
 
 
 def test_hardening_sessions_list_show_export_as_the_owner(tmp_path: Path) -> None:
     folder = example(tmp_path)
-    _notes(folder)  # Bob's notes name his folder; Carol has none, so she shows as her hash
+    _notes(folder)  # Bob's folder names him; Carol's has no marker and no notes: her hash
     _conversations(folder)
     listed = json.loads(cli(tmp_path, "sessions", str(folder), "list", "--json").stdout)
     carol = f"caller#{caller_hash(CAROL)}"

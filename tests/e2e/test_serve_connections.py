@@ -237,3 +237,31 @@ def test_hardening_a_port_out_of_range_is_a_usage_error_not_a_traceback(tmp_path
         "Error: Invalid value for '--port': 99999 is not in the range 0<=x<=65535.",
     )
     assert "Traceback" not in done.stderr
+
+
+def test_hardening_serve_offline_names_the_memory_phrases_and_they_work(tmp_path: Path) -> None:
+    """`serve --offline` of an agent with the memory skill says how to make the offline model
+    keep a note, and saying so over HTTP keeps it (in the owner's namespace for the owner key)."""
+    from webagents.testing import OFFLINE_MEMORY_HINT
+
+    folder = _agent(tmp_path)
+    write(
+        folder / "AGENT.md",
+        "---\nmodel: openai/m\nskills: [memory]\naccess:\n  owner: env:OWNER_KEY\n---\nHi.\n",
+    )
+    env = child_env(tmp_path, OWNER_KEY="owner-secret")
+    with running(["serve", str(folder), "--offline"], env) as process:
+        assert OFFLINE_MEMORY_HINT in process.output.splitlines()
+        reply = httpx.post(
+            f"{process.url}/v1/chat/completions",
+            headers={"Authorization": "Bearer owner-secret"},
+            json={
+                "model": "any",
+                "messages": [{"role": "user", "content": "remember that the launch is Friday"}],
+            },
+            timeout=60,
+        )
+    assert reply.status_code == 200, reply.text
+    notes = list((folder / ".webagents" / "memory" / "owner").glob("*.md"))
+    assert len(notes) == 1
+    assert "the launch is Friday" in notes[0].read_text(encoding="utf-8")

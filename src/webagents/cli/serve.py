@@ -22,7 +22,7 @@ from ..server.connections import (
     connection_cap,
     file_limit,
 )
-from ..testing import OFFLINE_NOTICE, OfflineModel
+from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -134,7 +134,9 @@ def serve_hosted(
             raise
         raise ConfigError(f"{exc}; or serve the offline scripted model: --offline") from None
     if offline:
-        click.echo(OFFLINE_NOTICE)
+        # The offline model keeps and lists notes when asked in these words (over HTTP too).
+        has_memory = any(served.agent.skill("memory") is not None for served in hosted.all())
+        click.echo(f"{OFFLINE_NOTICE}\n{OFFLINE_MEMORY_HINT}" if has_memory else OFFLINE_NOTICE)
     sock = bind(host, port)
     click.echo(banner)
     limits = ConnectionLimits(max_connections, header_timeout, keep_alive_timeout)

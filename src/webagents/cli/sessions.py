@@ -3,7 +3,8 @@
 The conversations are the session store's (the ones the chat, `run` and serve keep). What the
 owner may reach is asked of `rights`: it reads its own and every caller's, and removes only
 its own. A caller's folder is named by a hash of its namespace; the namespace is shown when
-the agent's notes name it, else the hash, and identities go through `shown_to_owner`.
+the folder's marker or the agent's notes name it, else the hash, and identities go through
+`shown_to_owner`.
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def _sessions(ctx: click.Context) -> _Sessions:
     notes = agent.skill(MemorySkill.name)
     if isinstance(notes, MemorySkill):
         known = {caller_hash(ns): ns for ns in notes.store.namespaces() if ns.startswith("caller:")}
+    known.update(skill.store.caller_namespaces())  # each folder's own marker, where it has one
     return _Sessions(skill.store, own, rights.reads_all_conversations, known, path)
 
 

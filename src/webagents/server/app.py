@@ -304,6 +304,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 "application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}
             },
         }
-        operation["responses"].update({str(s): error for s in (400, 401, 404, 409, 413, 500, 502)})
+        statuses = (400, 401, 404, 409, 413, 429, 500, 502, 503, 507)
+        operation["responses"].update({str(s): error for s in statuses})
+    # A credential that no agent accepts is a 401 before any name is listed.
+    schema["paths"]["/v1/models"]["get"]["responses"]["401"] = error
     app.openapi_schema = schema
     return schema

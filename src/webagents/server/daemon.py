@@ -14,6 +14,7 @@ from pathlib import Path
 import watchfiles
 
 from ..agent_file import AGENT_FILE
+from ..chat_completions import NO_ENDPOINT
 from ..errors import WebAgentsError
 from ..model import Model
 from .hosting import AgentHost, ServedAgent
@@ -67,10 +68,16 @@ class FolderHost(AgentHost):
         except Exception as exc:  # whatever goes wrong, the daemon goes on watching
             if not isinstance(exc, WebAgentsError):
                 log.error("%s: the agent cannot be loaded", folder, exc_info=exc)
+            offline = " (or serve the offline model: --offline)" if NO_ENDPOINT in str(exc) else ""
             if previous is not None:
-                log.error("%s; still serving the last good version of agent %r", exc, previous.name)
+                log.error(
+                    "%s%s; still serving the last good version of agent %r",
+                    exc,
+                    offline,
+                    previous.name,
+                )
             else:
-                log.error("%s; the agent is not served until it is fixed", exc)
+                log.error("%s%s; the agent is not served until it is fixed", exc, offline)
             return
         clash = next(
             (

@@ -408,6 +408,28 @@ class LocalSessionStore:
         """How many channel senders have a folder of conversations."""
         return count_marked(self.root / "callers", NAMESPACE_FILE, CHANNEL_PREFIX)
 
+    def caller_namespaces(self) -> dict[str, str]:
+        """Caller folder name -> the namespace its marker names, for every caller's folder
+        with a marker that hashes to its folder's name (a marker naming another folder's
+        caller is not believed; folders kept before markers were written have none)."""
+        callers = self.root / "callers"
+        try:
+            names = os.listdir(callers)
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        found: dict[str, str] = {}
+        for name in names:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                fd = os.open(callers / name / NAMESPACE_FILE, flags)
+                try:
+                    namespace = os.read(fd, 4096).decode("utf-8")
+                finally:
+                    os.close(fd)
+                if caller_hash(namespace) == name:
+                    found[name] = namespace
+        return found
+
     def _log_once(self, what: str, message: str, *args: object) -> None:
         if what not in self._logged:
             self._logged.add(what)
