@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from webagents.skills.memory import index as index_module
 from webagents.skills.memory.index import MemoryIndex
 from webagents.skills.memory.layout import namespace_folder
 from webagents.skills.memory.note_file import Note
@@ -151,3 +152,41 @@ def test_hardening_an_index_whose_folder_cannot_be_written_works_in_a_temporary_
     ] * 2 + [
         f"memory: the index cache {cache} was not written ([Errno 13] Permission denied: '{root}')"
     ]
+
+
+def test_hardening_an_index_whose_file_fills_up_is_kept_in_memory_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """M9: a start whose working file cannot grow (a full disk) still indexes every note,
+    in memory as before, says so, and writes the cache for the next start."""
+    root = tmp_path / "memory"
+    folder = namespace_folder(root, "owner")
+    folder.mkdir(parents=True)
+    for n in range(40):
+        note = Note("owner", f"n{n}", f"word{n} " * 200, f"Note {n}", "2026-11-30T10:00:00+00:00")
+        (folder / f"n{n}.md").write_text(note.render())
+    working = index_module._working_database
+
+    def full_disk(cache: Path | None, *, copy_of: Path | None = None) -> object:
+        db, file = working(cache, copy_of=copy_of)
+        db.execute("PRAGMA max_page_count = 12")  # as if the disk were full past 12 pages
+        return db, file
+
+    monkeypatch.setattr(index_module, "_working_database", full_disk)
+    cache = root / ".index.sqlite"
+    index = MemoryIndex(NoteStore(root), cache=cache)
+    index.rebuild()
+    assert [hit.entry.key for hit in index.search("word7 word31", ["owner"])] in (
+        ["n7", "n31"],
+        ["n31", "n7"],
+    )
+    assert len(index.entries("owner")) == 40
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "memory: the index cannot work in a file (database or disk is full): it is kept in "
+        "memory until the next start"
+    ]
+    monkeypatch.undo()
+    again = MemoryIndex(NoteStore(root), cache=cache)
+    again.rebuild()  # from the cache the in-memory index wrote
+    assert len(again.entries("owner")) == 40
+    assert again._db.execute("SELECT count(*) FROM notes_fts_docsize").fetchone()[0] == 40

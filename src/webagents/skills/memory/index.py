@@ -15,6 +15,7 @@ The index does not hold the notes' text in memory: it lives in a working file of
 beside the notes (0600, removed from the folder as soon as it is opened, so it goes when the
 index closes or the process ends), read through a page cache of CACHE_MIB, and a start reads
 the files in batches bounded in bytes. The operating system's file cache keeps it quick.
+Where that file cannot grow at a start (a full disk), the index is kept in memory instead.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ class MemoryIndex:
         """This index's own descriptor of its working file (to copy it to the cache)."""
         self._db, self._file = _working_database(cache)
         self._db.executescript(_SCHEMA)
+        self._in_memory = False
+        """Where the index could not work in a file, it is an in-memory database instead."""
         self._lock = threading.RLock()
         self._seen: dict[str, tuple[int, int]] = {}
         self._checked: dict[str, float] = {}
@@ -149,45 +152,60 @@ class MemoryIndex:
         without one, every file is read (`_build`). Either way the files are the truth.
         """
         with self._lock:
-            reused = self._load_cache()
-            changed = not reused
-            with self._db:
-                self._seen.clear()
-                self._waiting.clear()  # their files are read like any other
-                self._checked.clear()
-                self.problems.clear()
-                present = self.store.namespaces()
-                if reused:
-                    removed = self._db.execute(
-                        f"DELETE FROM notes WHERE namespace NOT IN "
-                        f"({','.join('?' * len(present))})",
-                        present,
-                    ).rowcount
-                    cached = {
-                        ns: (generation, mtime)
-                        for ns, generation, mtime in self._db.execute("SELECT * FROM seen")
-                    }
-                    for namespace in present:
-                        state = self.state(namespace)
-                        if cached.get(namespace) == state:
-                            # Nothing added or removed since the cache was written: its rows
-                            # stand, and the first query checks the files one by one.
-                            self._seen[namespace] = state
-                        else:
-                            self._reconcile(namespace, state)
-                            changed = True
-                    changed = changed or bool(removed)
-                else:
-                    self._build(present)
-                self._db.execute("DELETE FROM seen")
-                self._db.executemany(
-                    "INSERT INTO seen VALUES (?, ?, ?)",
-                    [(ns, *state) for ns, state in self._seen.items()],
+            try:
+                changed = self._start()
+            except sqlite3.OperationalError as exc:  # a full disk, say: the agent still starts
+                if self._in_memory:
+                    raise
+                log.warning(
+                    "memory: the index cannot work in a file (%s): it is kept in memory until "
+                    "the next start",
+                    exc,
                 )
+                self._in_memory = True
+                changed = self._start()
             if changed:
                 self._save_cache()
         for problem in self.all_problems():
             log.warning("memory: %s (left as it is)", problem)
+
+    def _start(self) -> bool:
+        """The work of `rebuild` (under the lock); whether the cache is to be written."""
+        reused = self._load_cache()
+        changed = not reused
+        with self._db:
+            self._seen.clear()
+            self._waiting.clear()  # their files are read like any other
+            self._checked.clear()
+            self.problems.clear()
+            present = self.store.namespaces()
+            if reused:
+                removed = self._db.execute(
+                    f"DELETE FROM notes WHERE namespace NOT IN ({','.join('?' * len(present))})",
+                    present,
+                ).rowcount
+                cached = {
+                    ns: (generation, mtime)
+                    for ns, generation, mtime in self._db.execute("SELECT * FROM seen")
+                }
+                for namespace in present:
+                    state = self.state(namespace)
+                    if cached.get(namespace) == state:
+                        # Nothing added or removed since the cache was written: its rows
+                        # stand, and the first query checks the files one by one.
+                        self._seen[namespace] = state
+                    else:
+                        self._reconcile(namespace, state)
+                        changed = True
+                changed = changed or bool(removed)
+            else:
+                self._build(present)
+            self._db.execute("DELETE FROM seen")
+            self._db.executemany(
+                "INSERT INTO seen VALUES (?, ?, ?)",
+                [(ns, *state) for ns, state in self._seen.items()],
+            )
+        return changed
 
     def _build(self, namespaces: list[str]) -> None:
         """Read every file of `namespaces` into the empty index.
@@ -240,7 +258,9 @@ class MemoryIndex:
         """Start from a copy of the cache file when there is a usable one; False for an empty
         index."""
         self.close()
-        if self.cache is not None and self.cache.exists():
+        if self._in_memory:
+            self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        elif self.cache is not None and self.cache.exists():
             try:
                 self._db, self._file = _working_database(self.cache, copy_of=self.cache)
                 if self._db.execute("PRAGMA user_version").fetchone()[0] == CACHE_VERSION:
@@ -248,7 +268,8 @@ class MemoryIndex:
             except (OSError, sqlite3.Error) as exc:
                 log.warning("memory: the index cache %s cannot be used (%s)", self.cache, exc)
             self.close()
-        self._db, self._file = _working_database(self.cache)
+        if not self._in_memory:
+            self._db, self._file = _working_database(self.cache)
         self._db.executescript(_SCHEMA)
         return False
 
