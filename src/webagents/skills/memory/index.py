@@ -275,9 +275,11 @@ class MemoryIndex:
 
     def _save_cache(self) -> None:
         """Keep the index beside the notes for the next start (0600: it holds their text):
-        a copy of the working file (no transaction is open: it holds what was committed)."""
+        a copy of the working file, which holds all that was committed (nothing is pending:
+        `rebuild` holds the lock)."""
         if self.cache is None:
             return
+        assert not self._db.in_transaction
         tmp = self.cache.with_name(f".{self.cache.name}.{os.getpid()}.tmp")
         try:
             ensure_private_dir(self.cache.parent)
@@ -289,7 +291,7 @@ class MemoryIndex:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            if self._file is None:  # SQLite's temporary file: through SQLite
+            if self._file is None:  # SQLite's temporary file, or memory: through SQLite
                 target = sqlite3.connect(tmp)
                 try:
                     self._db.backup(target)
