@@ -239,6 +239,7 @@ def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, float]]
     rows.append(("start without a cache", "webagents", cold["ms"]))
     rows.append(("peak memory of that start (MiB)", "webagents", cold["peak MiB"]))
     rows.append(("start from the cache", "webagents", cached["ms"]))
+    rows.append(("peak memory of that start (MiB)", "webagents", cached["peak MiB"]))
     # A cache start leaves each unchanged namespace's files to be checked at its first use:
     # what checking them all costs (the first /memory of the owner, say).
     rows.append(

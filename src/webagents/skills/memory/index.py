@@ -10,6 +10,12 @@ taken in by the next query, all of them in one transaction (`record`).
 
 User text never reaches FTS5's query syntax: a query is split into words and each is matched
 as a quoted phrase, and the namespaces a caller may read are bound parameters.
+
+The index does not hold the notes' text in memory: it lives in a working file of its own
+beside the notes (0600, removed from the folder as soon as it is opened, so it goes when the
+index closes or the process ends), read through a page cache of CACHE_MIB, and a start reads
+the files in batches bounded in bytes. The operating system's file cache keeps it quick.
+Where that file cannot grow at a start (a full disk), the index is kept in memory instead.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import hashlib
 import logging
 import os
 import re
+import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -51,6 +59,9 @@ RECHECK_BUDGET_SECONDS = 0.02
 first (at least one), the rest at the next queries. So a query over every namespace (the
 owner's) costs a bounded amount, not a stat of every note. A namespace not yet checked since
 the start, or with a note added or removed, is always checked before it is read."""
+CACHE_MIB = 8
+"""SQLite's page cache for the index: what it holds in memory of it at most (the rest is
+read from its file, which the operating system caches), not the notes' whole text."""
 
 _SCHEMA = """
 CREATE TABLE notes (
@@ -117,8 +128,13 @@ class MemoryIndex:
         self.store = store
         self.cache = cache
         """A file the index is kept in between starts (None: rebuilt from scratch each time)."""
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db: sqlite3.Connection
+        self._file: _Descriptor | None
+        """This index's own descriptor of its working file (to copy it to the cache)."""
+        self._db, self._file = _working_database(cache)
         self._db.executescript(_SCHEMA)
+        self._in_memory = False
+        """Where the index could not work in a file, it is an in-memory database instead."""
         self._lock = threading.RLock()
         self._seen: dict[str, tuple[int, int]] = {}
         self._checked: dict[str, float] = {}
@@ -136,45 +152,60 @@ class MemoryIndex:
         without one, every file is read (`_build`). Either way the files are the truth.
         """
         with self._lock:
-            reused = self._load_cache()
-            changed = not reused
-            with self._db:
-                self._seen.clear()
-                self._waiting.clear()  # their files are read like any other
-                self._checked.clear()
-                self.problems.clear()
-                present = self.store.namespaces()
-                if reused:
-                    removed = self._db.execute(
-                        f"DELETE FROM notes WHERE namespace NOT IN "
-                        f"({','.join('?' * len(present))})",
-                        present,
-                    ).rowcount
-                    cached = {
-                        ns: (generation, mtime)
-                        for ns, generation, mtime in self._db.execute("SELECT * FROM seen")
-                    }
-                    for namespace in present:
-                        state = self.state(namespace)
-                        if cached.get(namespace) == state:
-                            # Nothing added or removed since the cache was written: its rows
-                            # stand, and the first query checks the files one by one.
-                            self._seen[namespace] = state
-                        else:
-                            self._reconcile(namespace, state)
-                            changed = True
-                    changed = changed or bool(removed)
-                else:
-                    self._build(present)
-                self._db.execute("DELETE FROM seen")
-                self._db.executemany(
-                    "INSERT INTO seen VALUES (?, ?, ?)",
-                    [(ns, *state) for ns, state in self._seen.items()],
+            try:
+                changed = self._start()
+            except sqlite3.OperationalError as exc:  # a full disk, say: the agent still starts
+                if self._in_memory:
+                    raise
+                log.warning(
+                    "memory: the index cannot work in a file (%s): it is kept in memory until "
+                    "the next start",
+                    exc,
                 )
+                self._in_memory = True
+                changed = self._start()
             if changed:
                 self._save_cache()
         for problem in self.all_problems():
             log.warning("memory: %s (left as it is)", problem)
+
+    def _start(self) -> bool:
+        """The work of `rebuild` (under the lock); whether the cache is to be written."""
+        reused = self._load_cache()
+        changed = not reused
+        with self._db:
+            self._seen.clear()
+            self._waiting.clear()  # their files are read like any other
+            self._checked.clear()
+            self.problems.clear()
+            present = self.store.namespaces()
+            if reused:
+                removed = self._db.execute(
+                    f"DELETE FROM notes WHERE namespace NOT IN ({','.join('?' * len(present))})",
+                    present,
+                ).rowcount
+                cached = {
+                    ns: (generation, mtime)
+                    for ns, generation, mtime in self._db.execute("SELECT * FROM seen")
+                }
+                for namespace in present:
+                    state = self.state(namespace)
+                    if cached.get(namespace) == state:
+                        # Nothing added or removed since the cache was written: its rows
+                        # stand, and the first query checks the files one by one.
+                        self._seen[namespace] = state
+                    else:
+                        self._reconcile(namespace, state)
+                        changed = True
+                changed = changed or bool(removed)
+            else:
+                self._build(present)
+            self._db.execute("DELETE FROM seen")
+            self._db.executemany(
+                "INSERT INTO seen VALUES (?, ?, ?)",
+                [(ns, *state) for ns, state in self._seen.items()],
+            )
+        return changed
 
     def _build(self, namespaces: list[str]) -> None:
         """Read every file of `namespaces` into the empty index.
@@ -197,6 +228,7 @@ class MemoryIndex:
 
     def _read_batches(self, namespaces: list[str]) -> Iterator[list[tuple[object, ...]]]:
         rows: list[tuple[object, ...]] = []
+        size = 0
         for namespace in namespaces:
             state = self.state(namespace)  # before reading: a change meanwhile shows later
             for key, path in self.store.names(namespace):
@@ -208,9 +240,12 @@ class MemoryIndex:
                     if loaded is None:
                         continue
                 rows.append(_row(*loaded))
-                if len(rows) >= _BATCH:  # within a namespace too: the owner's may be most
+                size += len(loaded[0].content)
+                # Within a namespace too (the owner's may hold most notes), and bounded in
+                # bytes as well as rows: a batch is in memory until SQLite has it.
+                if len(rows) >= _BATCH or size >= _BATCH_CHARS:
                     yield rows
-                    rows = []
+                    rows, size = [], 0
             self._seen[namespace] = state
             self._checked[namespace] = time.monotonic()
         if rows:
@@ -220,40 +255,48 @@ class MemoryIndex:
         return int(self._db.execute("SELECT max(id) FROM notes").fetchone()[0] or 0)
 
     def _load_cache(self) -> bool:
-        """Start from the cache file when there is a usable one; False for an empty index."""
-        self._db.close()
-        self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        if self.cache is not None and self.cache.exists():
-            try:
-                cached = sqlite3.connect(f"file:{self.cache}?mode=ro", uri=True)
-                try:
-                    if cached.execute("PRAGMA user_version").fetchone()[0] == CACHE_VERSION:
-                        cached.backup(self._db)
-                        return True
-                finally:
-                    cached.close()
-            except sqlite3.Error as exc:
-                log.warning("memory: the index cache %s cannot be used (%s)", self.cache, exc)
-            self._db.close()
+        """Start from a copy of the cache file when there is a usable one; False for an empty
+        index."""
+        self.close()
+        if self._in_memory:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        elif self.cache is not None and self.cache.exists():
+            try:
+                self._db, self._file = _working_database(self.cache, copy_of=self.cache)
+                if self._db.execute("PRAGMA user_version").fetchone()[0] == CACHE_VERSION:
+                    return True
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("memory: the index cache %s cannot be used (%s)", self.cache, exc)
+            self.close()
+        if not self._in_memory:
+            self._db, self._file = _working_database(self.cache)
         self._db.executescript(_SCHEMA)
         return False
 
     def _save_cache(self) -> None:
-        """Keep the index beside the notes for the next start (0600: it holds their text)."""
+        """Keep the index beside the notes for the next start (0600: it holds their text):
+        a copy of the working file, which holds all that was committed (nothing is pending:
+        `rebuild` holds the lock)."""
         if self.cache is None:
             return
+        assert not self._db.in_transaction
         tmp = self.cache.with_name(f".{self.cache.name}.{os.getpid()}.tmp")
         try:
             ensure_private_dir(self.cache.parent)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.close(fd)
-            target = sqlite3.connect(tmp)
+            self._db.execute(f"PRAGMA user_version = {CACHE_VERSION}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
-                self._db.execute(f"PRAGMA user_version = {CACHE_VERSION}")
-                self._db.backup(target)
+                if self._file is not None:
+                    _copy(self._file.fd, fd)
+                    os.fsync(fd)
             finally:
-                target.close()
+                os.close(fd)
+            if self._file is None:  # SQLite's temporary file, or memory: through SQLite
+                target = sqlite3.connect(tmp)
+                try:
+                    self._db.backup(target)
+                finally:
+                    target.close()
             os.replace(tmp, self.cache)
         except (OSError, sqlite3.Error) as exc:
             log.warning("memory: the index cache %s was not written (%s)", self.cache, exc)
@@ -431,9 +474,88 @@ class MemoryIndex:
 
     def close(self) -> None:
         self._db.close()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _working_database(
+    cache: Path | None, *, copy_of: Path | None = None
+) -> tuple[sqlite3.Connection, _Descriptor | None]:
+    """A new working database for an index, and a descriptor of its file: a file of its own
+    beside the cache (0600, in the private memory folder), holding a copy of `copy_of` if
+    given, and unlinked once SQLite and the descriptor have it open, so that it goes with
+    the index (or the process) and no one else opens it. SQLite keeps at most CACHE_MIB of it
+    in memory. Without a cache path (or where that folder cannot be written), SQLite's own
+    private temporary file (unlinked too), and no descriptor."""
+    path = None
+    if cache is not None:
+        try:
+            ensure_private_dir(cache.parent)
+            path = cache.with_name(f".{cache.name}.{secrets.token_hex(8)}.work")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        except OSError as exc:
+            log.warning(
+                "memory: the index works in a temporary file, as %s cannot be written (%s)",
+                cache.parent,
+                exc,
+            )
+            path = None
+    db = None
+    try:
+        if path is not None and copy_of is not None:
+            shutil.copyfile(copy_of, path)
+        db = sqlite3.connect(path or "", check_same_thread=False)
+        # No journal file (the database goes with the index; rollbacks still work), no
+        # fsyncs, no memory mapping, and a bounded page cache.
+        db.execute("PRAGMA journal_mode = MEMORY")
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute("PRAGMA mmap_size = 0")
+        db.execute(f"PRAGMA cache_size = -{CACHE_MIB * 1024}")
+        file = None if path is None else _Descriptor(os.open(path, os.O_RDONLY | os.O_NOFOLLOW))
+    except BaseException:
+        if db is not None:
+            db.close()
+        raise
+    finally:
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return db, file
+
+
+class _Descriptor:
+    """A file descriptor that is closed when dropped, as the index's connection is (an index
+    need not be closed: a process may keep it to its end)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    __del__ = close
+
+
+def _copy(source: int, target: int) -> None:
+    """The whole file `source` (from its start, wherever its offset is) onto `target`."""
+    offset = 0
+    while chunk := os.pread(source, 1 << 20, offset):
+        offset += len(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(target, view) :]
 
 
 _BATCH = 4096
+_BATCH_CHARS = 1 << 18
+"""A start's batch ends at this many characters of text too: a batch is held in Python until
+SQLite has it, and FTS5 keeps a statement's terms in memory until it ends (a few bytes for
+each character)."""
 _INDEX_RANGE = (
     "INSERT INTO notes_fts (rowid, key, description, content, nsid) "
     "SELECT id, key, description, content, nsid FROM notes WHERE id > ? AND id <= ?"
