@@ -3,6 +3,7 @@ phrases that the demo names."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from hypothesis import given
@@ -27,7 +28,10 @@ def test_hardening_lookalike_identity_is_shown_escaped_with_its_hash() -> None:
     assert Caller.verified("bob@example.com").describe() == "verified 'bob@example.com'"
 
 
-@given(st.text(max_size=12), st.text(max_size=12))
+@given(
+    st.text(max_size=12) | st.text(alphabet=" a\\", max_size=6),
+    st.text(max_size=12) | st.text(alphabet=" a\\", max_size=6),
+)
 def test_hardening_two_different_identities_never_show_the_same(first: str, second: str) -> None:
     if first != second:
         assert shown_to_owner(first) != shown_to_owner(second)
@@ -35,7 +39,32 @@ def test_hardening_two_different_identities_never_show_the_same(first: str, seco
 
 @given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30))
 def test_hardening_plain_ascii_identities_show_as_they_are(identity: str) -> None:
-    assert shown_to_owner(identity) == identity.replace("\\", "\\\\")
+    if identity == identity.strip(" ") and "  " not in identity:
+        assert shown_to_owner(identity) == identity.replace("\\", "\\\\")
+
+
+def test_hardening_lookalike_spaces_at_the_ends_or_doubled_are_shown_escaped() -> None:
+    """`"bob@example.com "` would print exactly like `bob@example.com`."""
+
+    def tag(identity: str) -> str:
+        return hashlib.sha256(identity.encode()).hexdigest()[:8]
+
+    assert [shown_to_owner(i) for i in ("a b", " a", "a ", "a  b", " ")] == [
+        "a b",
+        f"\\u0020a (#{tag(' a')})",
+        f"a\\u0020 (#{tag('a ')})",
+        f"a\\u0020\\u0020b (#{tag('a  b')})",
+        f"\\u0020 (#{tag(' ')})",
+    ]
+
+
+@given(st.text(alphabet=" ab\\u0430", max_size=8))
+def test_hardening_lookalike_what_is_shown_has_no_space_that_could_pass_unseen(
+    identity: str,
+) -> None:
+    shown = shown_to_owner(identity).split(" (#")[0]
+    assert shown == shown.strip(" ")
+    assert "  " not in shown
 
 
 async def test_hardening_memory_report_shows_a_lookalike_escaped(tmp_path: Path) -> None:

@@ -52,14 +52,22 @@ def identity_is_nameable(identity: str) -> bool:
 def shown_to_owner(identity: str) -> str:
     """An identity (or a namespace naming one) as the owner's views print it: never two alike.
 
-    Printable ASCII is shown as it is (a backslash doubled); any other character as a
-    `\\uXXXX` escape, and then a short hash of the whole identity is added, so a lookalike
-    (a Cyrillic `\\u0430` for the `a` of `bob@example.com`) cannot pass for another caller on
-    screen or in a log. Different identities always show differently: the escaping can be
+    Printable ASCII is shown as it is (a backslash doubled); any other character, and a space
+    at either end or beside another, as a `\\uXXXX` escape, and then a short hash of the
+    whole identity is added, so a lookalike (a Cyrillic `\\u0430` for the `a` of
+    `bob@example.com`, or a trailing space) cannot pass for another caller on screen or in a
+    log. Different identities always show differently: the escaping can be
     read back.
     """
-    shown = "".join(_shown_char(ch) for ch in identity)
-    if all(0x20 <= ord(ch) < 0x7F for ch in identity):
+    last = len(identity) - 1
+    # A space at either end, or beside another, would pass unseen: it is shown escaped.
+    odd = {
+        i
+        for i, ch in enumerate(identity)
+        if ch == " " and (i in (0, last) or identity[i - 1] == " " or identity[i + 1] == " ")
+    }
+    shown = "".join("\\u0020" if i in odd else _shown_char(ch) for i, ch in enumerate(identity))
+    if not odd and all(0x20 <= ord(ch) < 0x7F for ch in identity):
         return shown
     digest = hashlib.sha256(identity.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{shown} (#{digest})"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from webagents.agent_file import load_agent
-from webagents.caller import Caller
+from webagents.caller import Caller, shown_to_owner
 from webagents.context import Context
 from webagents.model import ModelRequest
 from webagents.skills.memory.skill import MemorySkill
@@ -427,6 +427,17 @@ def test_hardening_sessions_list_show_export_as_the_owner(tmp_path: Path) -> Non
         caller_hash(CAROL),
         "Carol asks",
     )
+    # caller:<identity>, as docs/cli.md says, names her too, though nothing here names her.
+    by_name = cli(tmp_path, "sessions", str(folder), "show", "same-id", "-n", CAROL, "--json")
+    assert by_name.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout) == picked
+    lookalike = cli(tmp_path, "sessions", str(folder), "show", "bob-1", "-n", LOOKALIKE)
+    assert (lookalike.returncode, lookalike.stderr) == (
+        2,
+        f"error: there is no kept conversation 'bob-1' of {shown_to_owner(LOOKALIKE)}: "
+        f"`webagents sessions {folder} list` shows them\n",
+    )
+    assert "\u0430" not in lookalike.stderr  # escaped, never the letter that passes for an a
 
     exported = cli(tmp_path, "sessions", str(folder), "export")
     assert exported.returncode == 0, exported.stderr

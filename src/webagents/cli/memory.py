@@ -63,8 +63,8 @@ def _checked_namespace(namespace: str | None) -> str | None:
     if namespace is not None and namespace not in ("owner", SHARED_NAMESPACE):
         if not namespace.startswith("caller:") or namespace == "caller:":
             fail(
-                f"{namespace!r} is not a namespace: give owner, shared or caller:<identity> "
-                "(`webagents memory PATH list` shows them)"
+                f"'{shown_to_owner(namespace)}' is not a namespace: give owner, shared or "
+                "caller:<identity> (`webagents memory PATH list` shows them)"
             )
     return namespace
 
@@ -118,7 +118,7 @@ def list_(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
 async def _list(memory: _Memory, namespace: str | None, as_json: bool) -> None:
     namespaces = [namespace] if namespace else memory.readable()
     if namespace and not memory.rights.can_read(namespace):
-        fail(f"you cannot read the namespace {namespace!r}")
+        fail(f"you cannot read the namespace '{shown_to_owner(namespace)}'")
     index = memory.skill.index
     index.refresh(namespaces)
     listed: list[dict[str, Any]] = []

@@ -80,6 +80,8 @@ class Kept:
         first 8 or more characters of it, with or without `caller#`)."""
         if namespace == self.namespace:
             return True
+        if self.caller_hash is not None and caller_hash(namespace) == self.caller_hash:
+            return True  # caller:<identity> of a folder that nothing here names
         digest = namespace.removeprefix("caller#")
         return (
             self.caller_hash is not None
@@ -132,13 +134,13 @@ class _Sessions:
             if kept.session["id"] == session_id and (namespace is None or kept.matches(namespace))
         ]
         if not chosen:
-            where = f" of {namespace}" if namespace else ""
+            where = f" of {shown_to_owner(namespace)}" if namespace else ""
             fail(
                 f"there is no kept conversation {session_id!r}{where}: "
                 f"`webagents sessions {self.path} list` shows them"
             )
         if len(chosen) > 1:
-            names = ", ".join(kept.namespace or f"caller#{kept.caller_hash}" for kept in chosen)
+            names = ", ".join(kept.shown for kept in chosen)
             fail(
                 f"{len(chosen)} callers have a conversation {session_id!r} ({names}): "
                 "add --namespace"
