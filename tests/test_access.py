@@ -424,6 +424,26 @@ def test_hardening_an_issuer_listed_twice_is_refused() -> None:
     )
 
 
+async def _expect_caller(
+    authorization: str | None, headers: dict[str, str], expected: Caller | str
+) -> None:
+    """The caller a request with these headers is, or the refusal it gets (a str)."""
+    verifier = AccessVerifier(
+        AccessSpec(
+            owner="env:OWNER",
+            keys={"alice@example.com": "env:ALICE"},
+            channels={"telegram": "env:T"},
+        ),
+        environ={"OWNER": "owner-key", "ALICE": "alice-key", "T": "bridge-key"},
+    )
+    if isinstance(expected, Caller):
+        assert await verifier.caller(authorization, headers) == expected
+    else:
+        with pytest.raises(Unauthorized) as caught:
+            await verifier.caller(authorization, headers)
+        assert str(caught.value) == expected
+
+
 SEND_ONE = "the Authorization and x-api-key headers present different credentials: send one of them"
 
 
@@ -460,20 +480,88 @@ async def test_hardening_x_api_key_is_a_credential_verified_or_refused(
 ) -> None:
     """A1: `x-api-key` (as Anthropic-style clients send) is verified like a bearer key, and
     never ignored: with an Authorization header that says otherwise, the request is refused."""
-    verifier = AccessVerifier(
-        AccessSpec(
-            owner="env:OWNER",
-            keys={"alice@example.com": "env:ALICE"},
-            channels={"telegram": "env:T"},
+    await _expect_caller(authorization, headers, expected)
+
+
+def _send_one(first: str, second: str) -> str:
+    return f"the {first} and {second} headers present different credentials: send one of them"
+
+
+@pytest.mark.parametrize(
+    ("authorization", "headers", "expected"),
+    [
+        (None, {"api-key": "alice-key"}, Caller.verified("alice@example.com")),
+        (None, {"api-key": " owner-key "}, Caller.owner()),
+        (None, {"api-key": "anonymous"}, Caller.anonymous()),
+        (None, {"api-key": ""}, Caller.anonymous()),
+        (
+            None,
+            {"api-key": "bridge-key", "x-webagents-channel-sender": "42"},
+            Caller.channel("telegram", "42"),
         ),
-        environ={"OWNER": "owner-key", "ALICE": "alice-key", "T": "bridge-key"},
+        ("Bearer alice-key", {"api-key": "alice-key"}, Caller.verified("alice@example.com")),
+        (
+            None,
+            {"x-api-key": "alice-key", "api-key": "alice-key"},
+            Caller.verified("alice@example.com"),
+        ),
+        (
+            "Bearer anonymous",
+            {"x-api-key": "anonymous", "api-key": "anonymous"},
+            Caller.anonymous(),
+        ),
+        (None, {"api-key": "wrong"}, "the bearer token is not valid for this agent"),
+        (
+            None,
+            {"api-key": "anonymous", "x-webagents-channel-sender": "42"},
+            "a channel sender header needs its bridge's key",
+        ),
+        ("Bearer anonymous", {"api-key": "alice-key"}, _send_one("Authorization", "api-key")),
+        ("Bearer alice-key", {"api-key": "anonymous"}, _send_one("Authorization", "api-key")),
+        ("Bearer owner-key", {"api-key": "wrong"}, _send_one("Authorization", "api-key")),
+        ("Basic YWxpY2U6cHc=", {"api-key": "alice-key"}, _send_one("Authorization", "api-key")),
+        ("", {"api-key": "alice-key"}, _send_one("Authorization", "api-key")),
+        (
+            None,
+            {"x-api-key": "alice-key", "api-key": "owner-key"},
+            _send_one("x-api-key", "api-key"),
+        ),
+        (
+            None,
+            {"x-api-key": "anonymous", "api-key": "alice-key"},
+            _send_one("x-api-key", "api-key"),
+        ),
+        (
+            "Bearer alice-key",
+            {"x-api-key": "alice-key", "api-key": "wrong"},
+            _send_one("Authorization", "api-key"),
+        ),
+        (
+            "Bearer alice-key",
+            {"x-api-key": "wrong", "api-key": "alice-key"},
+            SEND_ONE,
+        ),
+    ],
+)
+async def test_hardening_api_key_header_is_a_credential_verified_or_refused(
+    authorization: str | None, headers: dict[str, str], expected: Caller | str
+) -> None:
+    """A1: `api-key: <key>` (as Azure OpenAI's clients send) is a credential exactly like
+    `x-api-key`: verified or refused, never served as anonymous; `anonymous` is none; with
+    an Authorization or x-api-key header that says otherwise, the request is refused."""
+    await _expect_caller(authorization, headers, expected)
+
+
+async def test_hardening_api_key_header_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:
+    state, url = issuer
+    verifier = _verifier(url)
+    assert await verifier.caller(None, {"api-key": state.token()}) == Caller.verified(
+        "s-1", issuer="https://id.test"
     )
-    if isinstance(expected, Caller):
-        assert await verifier.caller(authorization, headers) == expected
-    else:
-        with pytest.raises(Unauthorized) as caught:
-            await verifier.caller(authorization, headers)
-        assert str(caught.value) == expected
+    with pytest.raises(Unauthorized) as caught:
+        await verifier.caller(None, {"api-key": state.token(aud="someone-else")})
+    assert str(caught.value) == "the token is not meant for this agent (audience)"
+    await verifier.aclose()
 
 
 async def test_hardening_x_api_key_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:

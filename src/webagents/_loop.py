@@ -8,6 +8,7 @@ asked for them; a tool that fails sends its error back to the model as the tool'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from .model import (
     ToolCall,
     Usage,
     parse_arguments,
+    unicode_text,
 )
 
 if TYPE_CHECKING:
@@ -139,15 +141,20 @@ async def run_turn(
 
         response: ModelResponse | None = None
         if stream:
+            text = _StreamedText()
             async for item in model.stream(request):
                 if isinstance(item, TextDelta):
-                    yield item
+                    if piece := text.add(item.text):
+                        yield TextDelta(piece)
                 else:
                     response = item
+            if piece := text.end():
+                yield TextDelta(piece)
             if response is None:
                 raise RuntimeError(f"{type(model).__name__}.stream ended without a response")
         else:
             response = await model.complete(request)
+        response = _as_unicode(model, response)
 
         turn.model_calls += 1
         if observe is not None:
@@ -182,6 +189,43 @@ async def run_turn(
                 await skill.after_tool(ctx, call, output, is_error)
             yield ToolCallFinished(call, output, is_error)
     raise TurnLimitError(max_turns)
+
+
+class _StreamedText:
+    """A reply's deltas as Unicode (`unicode_text`), so that what streams is what is kept: a
+    delta that ends in the first half of a surrogate pair keeps it for the next delta, which
+    may begin with the other half."""
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def add(self, text: str) -> str:
+        text = self._held + text
+        self._held = ""
+        if text and "\ud800" <= text[-1] <= "\udbff":
+            text, self._held = text[:-1], text[-1]
+        return unicode_text(text)
+
+    def end(self) -> str:
+        held, self._held = self._held, ""
+        return unicode_text(held)
+
+
+def _as_unicode(model: Model, response: ModelResponse) -> ModelResponse:
+    """The response with its text made Unicode, said once in the log when it was not: a lone
+    surrogate (a `\\ud800` escape from the endpoint) fails every reply, file and terminal
+    that meets it, so it goes no further than here."""
+    if response.content is None:
+        return response
+    content = unicode_text(response.content)
+    if content is response.content:
+        return response
+    log.warning(
+        "the model %s replied with text that is not Unicode (a lone surrogate, half of a "
+        "UTF-16 pair); it is answered and kept with U+FFFD in its place",
+        model.name,
+    )
+    return dataclasses.replace(response, content=content)
 
 
 async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) -> tuple[str, bool]:

@@ -1,11 +1,11 @@
 """The `access:` block's verifiers: who an HTTP request's bearer credential says it is.
 
 A request carries at most one credential: `Authorization: Bearer <token>`, or `x-api-key:
-<token>` as Anthropic-style clients send it (both at once only if they agree). No credential
-is an anonymous caller; a credential that verifies is the owner, a verified caller or a
-channel sender; a credential that is presented but does not verify is refused
-(`Unauthorized`), never treated as anonymous (A1). Keys are kept as SHA-256 digests and
-compared in constant time.
+<token>` as Anthropic-style clients send it, or `api-key: <token>` as Azure OpenAI's clients
+do (several at once only if they agree). No credential is an anonymous caller; a credential
+that verifies is the owner, a verified caller or a channel sender; a credential that is
+presented but does not verify is refused (`Unauthorized`), never treated as anonymous (A1).
+Keys are kept as SHA-256 digests and compared in constant time.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from .errors import ConfigError, WebAgentsError
 log = logging.getLogger("webagents.access")
 
 CHANNEL_SENDER_HEADER = "x-webagents-channel-sender"
-API_KEY_HEADER = "x-api-key"
+API_KEY_HEADERS = ("x-api-key", "api-key")
+"""Headers that carry a key as it is, without a scheme: Anthropic-style clients send
+x-api-key, Azure OpenAI's clients api-key. Each is a credential exactly like a bearer."""
 ANONYMOUS_TOKEN = "anonymous"
 """The bearer that says "no credential": `OpenAI(api_key="anonymous")`."""
 JWKS_TTL_SECONDS = 600.0
@@ -186,7 +188,7 @@ class AccessVerifier:
         refused before this by the server.
         """
         sender = headers.get(CHANNEL_SENDER_HEADER)
-        token = _presented(authorization, headers.get(API_KEY_HEADER))
+        token = _presented(authorization, headers)
         if token is None:
             if sender is not None:
                 raise Unauthorized("a channel sender header needs its bridge's key")
@@ -274,31 +276,36 @@ class AccessVerifier:
         )
 
 
-def _presented(authorization: str | None, api_key: str | None) -> str | None:
-    """The one credential a request presents, from its Authorization or x-api-key header.
+def _presented(authorization: str | None, headers: Mapping[str, str]) -> str | None:
+    """The one credential a request presents, from its Authorization, x-api-key or api-key
+    header.
 
     None: no credential. No header, an empty one, or the token `anonymous` (for clients that
-    insist on sending a key, as the official one does) present none. Both headers may be
-    sent only when they say the same: a key that disagrees is not silently ignored.
+    insist on sending a key, as the official one does) present none. Several of these headers
+    may be sent only when they all say the same: a key that disagrees is not silently ignored.
     """
-    scheme, _, bearer = (authorization or "").strip().partition(" ")
-    bearer = bearer.strip()
-    if scheme and scheme.lower() != "bearer":
-        if api_key is not None:
-            raise _two_credentials()
-        raise Unauthorized("send the credential as Authorization: Bearer <token>")
-    from_authorization = bearer if scheme and bearer != ANONYMOUS_TOKEN else ""
-    from_api_key = (api_key or "").strip()
-    from_api_key = "" if from_api_key == ANONYMOUS_TOKEN else from_api_key
-    if authorization is not None and api_key is not None:
-        if not hmac.compare_digest(_digest(from_authorization), _digest(from_api_key)):
-            raise _two_credentials()
-    return from_authorization or from_api_key or None
+    sent: list[tuple[str, str]] = []  # (the header as named to the caller, its credential)
+    keys = [(name, value) for name in API_KEY_HEADERS if (value := headers.get(name)) is not None]
+    if authorization is not None:
+        scheme, _, bearer = authorization.strip().partition(" ")
+        bearer = bearer.strip()
+        if scheme and scheme.lower() != "bearer":
+            if keys:
+                raise _two_credentials("Authorization", keys[0][0])
+            raise Unauthorized("send the credential as Authorization: Bearer <token>")
+        sent.append(("Authorization", bearer if scheme and bearer != ANONYMOUS_TOKEN else ""))
+    for name, value in keys:
+        key = value.strip()
+        sent.append((name, "" if key == ANONYMOUS_TOKEN else key))
+    for name, credential in sent[1:]:
+        if not hmac.compare_digest(_digest(sent[0][1]), _digest(credential)):
+            raise _two_credentials(sent[0][0], name)
+    return next((credential for _, credential in sent if credential), None)
 
 
-def _two_credentials() -> Unauthorized:
+def _two_credentials(first: str, second: str) -> Unauthorized:
     return Unauthorized(
-        "the Authorization and x-api-key headers present different credentials: send one of them"
+        f"the {first} and {second} headers present different credentials: send one of them"
     )
 
 

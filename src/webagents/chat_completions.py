@@ -152,12 +152,20 @@ class OpenAIModel(Model):
             f"the model endpoint at {self.base_url} answered {status}: {_error_message(text)}"
         )
 
+    def _too_deep(self) -> str:
+        return (
+            f"the model endpoint at {self.base_url} answered JSON nested too deeply to read "
+            "(thousands of levels of arrays and objects): check the endpoint"
+        )
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self._post(self._body(request, stream=False), stream=False)
         try:
             body = response.json()
         except ValueError:
             raise ModelError(f"the model endpoint at {self.base_url} answered no JSON") from None
+        except RecursionError:  # json.loads recurses once a level of arrays and objects
+            raise ModelError(self._too_deep()) from None
         if not isinstance(body, dict) or not body.get("choices"):
             raise ModelError(f"the model endpoint at {self.base_url} returned no choices")
         choice = body["choices"][0]
@@ -193,6 +201,8 @@ class OpenAIModel(Model):
                     raise ModelError(
                         f"the model endpoint at {self.base_url} streamed something not JSON"
                     ) from None
+                except RecursionError:
+                    raise ModelError(self._too_deep()) from None
                 if not isinstance(chunk, dict):
                     continue
                 if "error" in chunk:

@@ -7,15 +7,27 @@ so a conversation can be kept, sent over HTTP and handed to any compatible model
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from .errors import ToolError
 
 Message = dict[str, Any]
 """One OpenAI-style chat message: {"role": ..., "content": ..., "tool_calls": ...}."""
+
+MAX_NESTING = 64
+"""Levels of JSON arrays and objects the agent takes from outside, the outermost counted: a
+request's body (server/openai_api.py) and a model's tool call arguments alike.
+
+A Chat Completions request needs about six levels (body, messages, message, tool_calls, call,
+function), a tool's arguments a few. The bound keeps every later step that walks the data
+(copies, JSON encoders, the session file, a tool's validation) far from Python's recursion
+limit.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +121,14 @@ class Model(ABC):
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
     """The call's arguments as a dict; ToolError with a model-readable reason otherwise."""
     text = call.arguments.strip() or "{}"
+    # Counted before parsing: json.loads recurses once a level and fails with RecursionError
+    # (not a JSON error) on a few thousand levels, which a model can write.
+    opened = text.count("[") + text.count("{")  # a bound on the depth, found quicker
+    if opened > MAX_NESTING and json_nesting(text) > MAX_NESTING:
+        raise ToolError(
+            f"arguments nest deeper than {MAX_NESTING} levels of arrays and objects, the most "
+            "a tool call may; send flatter arguments"
+        )
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -116,6 +136,33 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolError("arguments must be a JSON object")
     return value
+
+
+# A JSON string, to the end of the text when it is not closed (a parser stops there anyway):
+# never failing, the search stays linear however the quotes fall.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+_JSON_BRACKET = re.compile(r"[][{}]")
+_LEVEL = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_nesting(text: str) -> int:
+    """How many levels of arrays and objects a JSON text nests, counted without parsing it
+    (so without recursion): never fewer than a parser meets before it finishes or fails."""
+    brackets = _JSON_BRACKET.findall(_JSON_STRING.sub("", text))
+    return max(accumulate(map(_LEVEL.__getitem__, brackets)), default=0)
+
+
+def unicode_text(text: str) -> str:
+    """`text` as Unicode: each lone surrogate (half of a UTF-16 pair, which a JSON `\\ud800`
+    escape can give but no UTF-8 can hold) replaced with U+FFFD, and a pair that arrived as
+    its two halves joined into the character it stands for."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
 
 
 def estimate_tokens(messages: list[Message], tools: list[dict[str, Any]] | None = None) -> int:

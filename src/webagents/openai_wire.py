@@ -86,7 +86,14 @@ class Completion:
             "model": self.model,
             **payload,
         }
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+        return b"data: " + json_bytes(body) + b"\n\n"
+
+
+def json_bytes(value: Any) -> bytes:
+    """`value` as JSON in UTF-8. Text that is not Unicode (a lone surrogate, which no UTF-8
+    can hold) goes as its JSON escape, `\\ud800`, as a model endpoint sends it; only inside a
+    JSON string can such a character be, so the escape is always where JSON allows one."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "backslashreplace")
 
 
 def error_body(message: str, type: str, code: str | None = None) -> dict[str, Any]:

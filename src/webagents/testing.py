@@ -38,7 +38,7 @@ from .model import (
     Usage,
     estimate_tokens,
 )
-from .openai_wire import DONE, Completion, error_body
+from .openai_wire import DONE, Completion, error_body, json_bytes
 from .skills.base import Skill, tool
 
 
@@ -373,7 +373,8 @@ class ScriptedServer(AppServer):
                 response = await self.model.complete(model_request)
             except Exception as exc:
                 return self._failure(exc)
-            return JSONResponse(completion.body(response))
+            # Sent as an endpoint sends it: a lone surrogate in the text goes as its escape.
+            return Response(json_bytes(completion.body(response)), media_type="application/json")
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         events = self.model.stream(model_request)
         try:  # fail before the first byte, with a status, when the model fails at once

@@ -669,6 +669,74 @@ def test_a1_two_credentials_in_one_request_are_refused(served: tuple[Process, Pa
         assert answer.json()["error"]["message"].startswith("send one ")
 
 
+def _who(process: Process, headers: list[tuple[str, str]]) -> tuple[int, Any]:
+    """The caller a request with these headers is (kind, identity, namespace), or its
+    refusal's status and message."""
+    answer = httpx.post(
+        f"{process.url}/v1/chat/completions", json=HELLO, headers=headers, timeout=30
+    )
+    if answer.status_code != 200:
+        return answer.status_code, answer.json()["error"]["message"]
+    seen = json.loads(answer.json()["choices"][0]["message"]["content"].removeprefix("caller: "))
+    return 200, (seen["kind"], seen["identity"], seen["namespace"])
+
+
+def test_hardening_api_key_header_is_verified_or_refused_over_http(
+    served: tuple[Process, Path], identity: tuple[Identity, AppServer]
+) -> None:
+    """A1: `api-key: <key>` (as Azure OpenAI's clients send) is a credential exactly like
+    x-api-key: verified, or refused with 401, never served as anonymous; `anonymous` is none;
+    one that disagrees with Authorization or x-api-key, or two of it, are refused."""
+    process, _ = served
+
+    def send_one(first: str, second: str) -> tuple[int, str]:
+        return (
+            401,
+            f"the {first} and {second} headers present different credentials: send one of them",
+        )
+
+    alice = ("verified", "alice@example.com", "caller:alice@example.com")
+    assert _who(process, [("api-key", KEYS["ALICE_KEY"])]) == (200, alice)
+    assert _who(process, [("Api-Key", KEYS["HELPER_OWNER_KEY"])]) == (200, ("owner", None, "owner"))
+    assert _who(process, [("api-key", identity[0].token())]) == (
+        200,
+        ("verified", "dana@example.com", f"caller:jwt:{ISSUER}#dana@example.com"),
+    )
+    assert _who(process, [("api-key", "anonymous")]) == (200, ("anonymous", None, None))
+    assert _who(process, [("api-key", "wrong")]) == (
+        401,
+        "the bearer token is not valid for this agent",
+    )
+    assert _who(process, [("api-key", KEYS["ALICE_KEY"]), ("api-key", KEYS["ALICE_KEY"])]) == (
+        401,
+        "send one api-key header, not several",
+    )
+    assert _who(process, [("x-api-key", KEYS["ALICE_KEY"]), ("api-key", KEYS["ALICE_KEY"])]) == (
+        200,
+        alice,
+    )
+    assert _who(process, [("x-api-key", KEYS["ALICE_KEY"]), ("api-key", "anonymous")]) == send_one(
+        "x-api-key", "api-key"
+    )
+    assert _who(
+        process, [("Authorization", "Bearer anonymous"), ("api-key", KEYS["ALICE_KEY"])]
+    ) == send_one("Authorization", "api-key")
+
+    # The official client always sends Authorization: a key in api-key as well must agree.
+    assert caller_seen(process, KEYS["ALICE_KEY"], **{"api-key": KEYS["ALICE_KEY"]})[
+        "namespace"
+    ] == ("caller:alice@example.com")
+    with pytest.raises(openai.AuthenticationError) as caught:
+        caller_seen(process, "anonymous", **{"api-key": KEYS["ALICE_KEY"]})
+    assert caught.value.status_code == 401
+    assert caught.value.body == {
+        "message": send_one("Authorization", "api-key")[1],
+        "type": "authentication_error",
+        "param": None,
+        "code": "invalid_credential",
+    }
+
+
 def test_hardening_x_api_key_is_verified_or_refused_over_http(
     served: tuple[Process, Path], identity: tuple[Identity, AppServer]
 ) -> None:
@@ -676,34 +744,31 @@ def test_hardening_x_api_key_is_verified_or_refused_over_http(
     key; `anonymous` is none; one that disagrees with Authorization, or two, are refused."""
     process, _ = served
 
-    def who(headers: list[tuple[str, str]]) -> tuple[int, Any]:
-        answer = httpx.post(
-            f"{process.url}/v1/chat/completions", json=HELLO, headers=headers, timeout=30
-        )
-        if answer.status_code != 200:
-            return answer.status_code, answer.json()["error"]["message"]
-        seen = json.loads(
-            answer.json()["choices"][0]["message"]["content"].removeprefix("caller: ")
-        )
-        return 200, (seen["kind"], seen["identity"], seen["namespace"])
-
     alice = ("verified", "alice@example.com", "caller:alice@example.com")
     send_one = (
         "the Authorization and x-api-key headers present different credentials: send one of them"
     )
-    assert who([("x-api-key", KEYS["ALICE_KEY"])]) == (200, alice)
-    assert who([("X-Api-Key", KEYS["HELPER_OWNER_KEY"])]) == (200, ("owner", None, "owner"))
-    assert who([("x-api-key", identity[0].token())]) == (
+    assert _who(process, [("x-api-key", KEYS["ALICE_KEY"])]) == (200, alice)
+    assert _who(process, [("X-Api-Key", KEYS["HELPER_OWNER_KEY"])]) == (
+        200,
+        ("owner", None, "owner"),
+    )
+    assert _who(process, [("x-api-key", identity[0].token())]) == (
         200,
         ("verified", "dana@example.com", f"caller:jwt:{ISSUER}#dana@example.com"),
     )
-    assert who([("x-api-key", "anonymous")]) == (200, ("anonymous", None, None))
-    assert who([("x-api-key", "wrong")]) == (401, "the bearer token is not valid for this agent")
-    assert who([("x-api-key", KEYS["ALICE_KEY"]), ("x-api-key", KEYS["ALICE_KEY"])]) == (
+    assert _who(process, [("x-api-key", "anonymous")]) == (200, ("anonymous", None, None))
+    assert _who(process, [("x-api-key", "wrong")]) == (
+        401,
+        "the bearer token is not valid for this agent",
+    )
+    assert _who(process, [("x-api-key", KEYS["ALICE_KEY"]), ("x-api-key", KEYS["ALICE_KEY"])]) == (
         401,
         "send one x-api-key header, not several",
     )
-    assert who([("Authorization", "Bearer anonymous"), ("x-api-key", KEYS["ALICE_KEY"])]) == (
+    assert _who(
+        process, [("Authorization", "Bearer anonymous"), ("x-api-key", KEYS["ALICE_KEY"])]
+    ) == (
         401,
         send_one,
     )

@@ -145,7 +145,7 @@ async def _listed(host: AgentHost, request: Request) -> list[ServedAgent]:
 
 
 async def _verify(served: ServedAgent, request: Request) -> Caller:
-    for header in ("authorization", "x-api-key", CHANNEL_SENDER_HEADER):
+    for header in ("authorization", "x-api-key", "api-key", CHANNEL_SENDER_HEADER):
         if len(request.headers.getlist(header)) > 1:
             # Two credentials would let whoever reads the other one disagree about the caller.
             raise ApiError(401, f"send one {header} header, not several", "invalid_credential")

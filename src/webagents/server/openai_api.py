@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..context import is_conversation_id
 from ..errors import validation_problems
-from ..model import Message
+from ..model import MAX_NESTING, Message
 from .api_errors import ApiError
 
 
@@ -102,15 +102,6 @@ class ChatRequest(BaseModel):
         return (self.metadata or {}).get("session_id")
 
 
-MAX_NESTING = 64
-"""Levels of JSON arrays and objects a request may nest (the body itself is level 1).
-
-A Chat Completions request needs about six (body, messages, message, tool_calls, call,
-function); tool arguments travel as a JSON string. The bound keeps every later step that
-walks a message (copies, JSON encoders, the session file) far from Python's recursion limit.
-"""
-
-
 def parse_json(body: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or an ApiError(400) that says what is wrong."""
     # orjson refuses what could not be sent on or kept later: invalid UTF-8, lone surrogates,
@@ -126,7 +117,8 @@ def parse_json(body: bytes) -> dict[str, Any]:
 
 
 def check_nesting(data: dict[str, Any], limit: int = MAX_NESTING) -> None:
-    """ApiError(400) naming the limit when `data` nests deeper than `limit` levels.
+    """ApiError(400) naming the limit when `data` nests deeper than `limit` levels (the body
+    itself is level 1; tool call arguments travel as a JSON string, bounded on their own).
 
     Walked with a list, not recursion, so that the check itself cannot run out of stack.
     """
