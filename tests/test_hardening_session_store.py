@@ -20,7 +20,12 @@ from webagents.errors import AgentFileError
 from webagents.home import sessions_dir
 from webagents.model import ModelRequest
 from webagents.server import AgentHost, ServedAgent, create_app
-from webagents.skills.session import SessionLimitError, SessionLinkError, SessionSkill
+from webagents.skills.session import (
+    SessionLimitError,
+    SessionLinkError,
+    SessionSkill,
+    read_session,
+)
 from webagents.skills.session.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel
 
@@ -304,3 +309,68 @@ async def test_hardening_lookalike_a_caller_folder_names_its_caller_by_its_marke
     }
     (_root(folder) / "callers" / bob / ".namespace").write_text("caller:alice@example.com")
     assert store.caller_namespaces() == {alice: "caller:alice@example.com"}
+
+
+# -- a kept file that is a link is unsafe, not damaged (S7) ----------------------------------------
+
+
+@pytest.mark.parametrize("which", ["journal", "snapshot"])
+def test_hardening_s7_a_session_file_that_is_a_link_answers_500_session_unsafe(
+    tmp_path: Path, which: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`.s1.journal` (or `s1.json`) made a link: the documented 500 session_unsafe with the
+    path logged for the owner, not 409 "damaged"; the link and its target are left as they are."""
+    folder = tmp_path / "helper"
+    target = tmp_path / "precious.txt"
+    target.write_bytes(b"never read or written by the agent\n")
+    with _client(_agent(folder)) as client:
+        assert _post(client, "s1").status_code == 200
+        alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
+        link = alice / (".s1.journal" if which == "journal" else "s1.json")
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+        caplog.clear()
+        refused = _post(client, "s1")
+        streamed = _post(client, "s1", stream=True)
+    assert (refused.status_code, refused.json()) == (
+        500,
+        {
+            "error": {
+                "message": "this caller's kept conversations cannot be read or kept safely here "
+                "(the agent's owner is told); send no metadata.session_id to be answered without "
+                "keeping it",
+                "type": "server_error",
+                "param": None,
+                "code": "session_unsafe",
+            }
+        },
+    )
+    assert streamed.status_code == 500
+    assert streamed.json()["error"]["code"] == "session_unsafe"
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert (
+        errors
+        == [
+            f"{link} is a symbolic link or not a plain file; nothing is written through it "
+            "(replace it with a real folder or file, or remove it); the conversations there are "
+            "neither read nor kept"
+        ]
+        * 2
+    )
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == b"never read or written by the agent\n"
+
+
+def test_hardening_s7_read_session_refuses_a_link_as_a_link(tmp_path: Path) -> None:
+    """`read_session` from code (and `webagents sessions`, and `recent`) name a linked session
+    file as a link (SessionLinkError), never follow it."""
+    real = tmp_path / "real.json"
+    real.write_bytes(b"{}")
+    (tmp_path / "s1.json").symlink_to(real)
+    with pytest.raises(SessionLinkError) as refused:
+        read_session(tmp_path / "s1.json")
+    assert str(refused.value) == (
+        f"{tmp_path / 's1.json'} is a symbolic link or not a plain file; nothing is written "
+        "through it (replace it with a real folder or file, or remove it); the conversations "
+        "there are neither read nor kept"
+    )

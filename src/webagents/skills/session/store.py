@@ -13,6 +13,7 @@ file that is not a session file is reported and never overwritten.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -482,9 +483,11 @@ def _refused_links(where: Path, action: Callable[[], T]) -> T:
     try:
         return action()
     except LinkRefused as exc:
-        raise SessionLinkError(
-            f"{exc.strerror}; the conversations there are neither read nor kept"
-        ) from None
+        raise _link_error(exc) from None
+
+
+def _link_error(exc: LinkRefused) -> SessionLinkError:
+    return SessionLinkError(f"{exc.strerror}; the conversations there are neither read nor kept")
 
 
 def read_session(
@@ -516,7 +519,8 @@ def _journal(path: Path) -> Path:
 
 
 def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] | None:
-    """A kept file's bytes and stat, never through a link; None when there is none."""
+    """A kept file's bytes and stat, never through a link (a link is a SessionLinkError, as
+    on the write paths: not a damaged file); None when there is none."""
     try:
         fd = os.open(
             path.name if dir_fd is not None else path,
@@ -526,6 +530,8 @@ def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] 
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # what O_NOFOLLOW meets a link with
+            raise _link_error(LinkRefused(path, "a symbolic link or not a plain file")) from None
         reason = exc.strerror or type(exc).__name__
         raise SessionError(f"{path} cannot be read ({reason}); it is left as it is") from None
     with os.fdopen(fd, "rb") as file:
