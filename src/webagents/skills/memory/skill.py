@@ -69,6 +69,9 @@ class MemorySettings(BaseModel):
     channel_senders: int | None = Field(
         default=10_000, ge=1, description="channel senders that may keep notes"
     )
+    jwt_callers: int | None = Field(
+        default=10_000, ge=1, description="callers verified by a JWT issuer that may keep notes"
+    )
 
     @field_validator("compaction", mode="before")
     @classmethod
@@ -142,6 +145,7 @@ class MemorySkill(Skill[MemorySettings]):
             caller_limits=Limits(settings.caller_notes, settings.caller_note_bytes),
             owner_limits=Limits(settings.owner_notes, settings.owner_note_bytes),
             channel_senders=settings.channel_senders,
+            jwt_callers=settings.jwt_callers,
         )
         self._index = MemoryIndex(self._store, cache=self._store.root / INDEX_CACHE)
         self._index.rebuild()
