@@ -92,6 +92,35 @@ async def test_hardening_m7_a_lock_file_that_is_a_link_leaves_its_target_untouch
     assert target.read_bytes() == b"a file the agent must never write\n"
 
 
+async def test_hardening_m7_a_note_that_is_a_link_is_refused_as_a_link(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Writing or forgetting a note whose file is a link: the documented "was not changed:
+    ... a link" tool error and a log line naming the path, not "a file that cannot be read";
+    the link and the note it points at are left as they are."""
+    _, skill = memory_agent(tmp_path / "keeper")
+    await seed(skill)
+    alice = skill.store.folder(ALICE.namespace)
+    bob = skill.store.folder(BOB.namespace)
+    (alice / "evil.md").symlink_to(bob / "bob-secret.md")
+    before = _files(bob)
+    caplog.clear()
+    for tool, arguments in (("memory_write", {"content": "mine"}), ("memory_forget", {})):
+        with pytest.raises(ToolError) as refused:
+            await use(skill, ALICE, tool, key="evil", **arguments)
+        assert str(refused.value) == REFUSED.format(key="evil")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (
+            logging.ERROR,
+            f"memory: refused to write through a link: {alice / 'evil.md'} is a symbolic link "
+            "or not a plain file; nothing is written through it (replace it with a real folder "
+            "or file, or remove it)",
+        )
+    ] * 2
+    assert _files(bob) == before
+    assert (alice / "evil.md").is_symlink()
+
+
 async def test_hardening_m7_the_callers_folder_itself_linked_elsewhere_is_refused(
     tmp_path: Path,
 ) -> None:

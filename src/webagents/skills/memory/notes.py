@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -230,12 +231,18 @@ class NoteStore:
             return Change(generation, os.fstat(dir_fd).st_mtime_ns, None, None, before)
 
     def _refuse_unreadable(self, namespace: str, key: str, dir_fd: int) -> None:
+        """A ToolError when the note's file cannot be read; `LinkRefused` when it is a link
+        (one that could lead this write onto another caller's note), as for its folder."""
         try:
             raw, info = read_plain(f"{key}.md", dir_fd=dir_fd)
             parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
         except FileNotFoundError:
             return
         except NoteFormatError as exc:
+            found = _lstat_at(dir_fd, f"{key}.md")
+            if found is not None and stat.S_ISLNK(found.st_mode):
+                where = self.folder(namespace) / f"{key}.md"
+                raise LinkRefused(where, "a symbolic link or not a plain file") from None
             raise ToolError(
                 f"the note {key!r} is a file that cannot be read ({exc}); it is left as it is "
                 "for the agent's owner to fix by hand or remove (/memory names the file)"

@@ -438,7 +438,7 @@ def _stored(key: str) -> Iterator[None]:
     try:
         yield
     except LinkRefused as exc:
-        log.error("memory: refused to write through a link: %s", exc)
+        log.error("memory: refused to write through a link: %s", exc.strerror)  # no [Errno]
         raise ToolError(
             f"the note {key!r} was not changed: where it is kept is a link on the agent's "
             "machine, which notes are never written through (the agent's owner is told)"
