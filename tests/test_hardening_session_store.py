@@ -473,10 +473,12 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
 
     logged = [r.getMessage() for r in caplog.records if r.name == "webagents.session"]
     assert logged == [
-        f"session: {alice} keeps {kept} bytes of conversations, the most this agent keeps for "
-        "one caller is 3000 (the session skill's caller_session_bytes setting)",
-        f"session: {alice} keeps {kept} bytes of conversations, the most this agent keeps for "
-        "one caller is 1000 (the session skill's caller_session_bytes setting)",
+        f"session: {alice}: a conversation was not kept: this caller's would take {made} "
+        "bytes, and this agent keeps at most 3000 for one caller (the session skill's "
+        "caller_session_bytes setting)",
+        f"session: {alice}: a conversation was not kept: this caller's would take {kept} "
+        "bytes, and this agent keeps at most 1000 for one caller (the session skill's "
+        "caller_session_bytes setting)",
     ]
 
 

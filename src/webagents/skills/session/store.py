@@ -410,12 +410,12 @@ class LocalSessionStore:
         owner = namespace == OWNER_NAMESPACE
         self._log_once(
             f"{namespace} bytes",
-            "session: %s keeps %d bytes of conversations, the most this agent keeps for %s is "
-            "%d (the session skill's %s setting)",
+            "session: %s: a conversation was not kept: this caller's would take %d bytes, and "
+            "this agent keeps at most %d for %s (the session skill's %s setting)",
             self.folder(namespace),
-            total,
-            "its owner" if owner else "one caller",
+            after,
             cap,
+            "its owner" if owner else "one caller",
             "owner_session_bytes" if owner else "caller_session_bytes",
         )
         made = (
