@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from webagents import Agent, Caller, load_agent
 from webagents.context import AgentInfo, Context
 from webagents.errors import AgentFileError, ToolError
 from webagents.skills.memory import MemorySkill
+from webagents.skills.newcomers import KINDS
 from webagents.testing import ScriptedModel, call
 
 from .conftest import write_agent
@@ -88,6 +90,35 @@ async def test_hardening_m7_a_lock_file_that_is_a_link_leaves_its_target_untouch
     with pytest.raises(ToolError):
         await use(skill, ALICE, "memory_write", key="plan", content="Porto")
     assert target.read_bytes() == b"a file the agent must never write\n"
+
+
+async def test_hardening_m7_a_note_that_is_a_link_is_refused_as_a_link(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Writing or forgetting a note whose file is a link: the documented "was not changed:
+    ... a link" tool error and a log line naming the path, not "a file that cannot be read";
+    the link and the note it points at are left as they are."""
+    _, skill = memory_agent(tmp_path / "keeper")
+    await seed(skill)
+    alice = skill.store.folder(ALICE.namespace)
+    bob = skill.store.folder(BOB.namespace)
+    (alice / "evil.md").symlink_to(bob / "bob-secret.md")
+    before = _files(bob)
+    caplog.clear()
+    for tool, arguments in (("memory_write", {"content": "mine"}), ("memory_forget", {})):
+        with pytest.raises(ToolError) as refused:
+            await use(skill, ALICE, tool, key="evil", **arguments)
+        assert str(refused.value) == REFUSED.format(key="evil")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (
+            logging.ERROR,
+            f"memory: refused to write through a link: {alice / 'evil.md'} is a symbolic link "
+            "or not a plain file; nothing is written through it (replace it with a real folder "
+            "or file, or remove it)",
+        )
+    ] * 2
+    assert _files(bob) == before
+    assert (alice / "evil.md").is_symlink()
 
 
 async def test_hardening_m7_the_callers_folder_itself_linked_elsewhere_is_refused(
@@ -225,28 +256,55 @@ async def test_hardening_quota_the_owner_is_capped_only_when_set(tmp_path: Path)
     ] == "s"
 
 
-async def test_hardening_quota_channel_senders_namespaces_are_capped(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+NEWCOMERS = [
+    ("channel_senders", "channel senders", lambda n: Caller.channel("telegram", str(n))),
+    (
+        "jwt_callers",
+        "callers verified by a JWT issuer",
+        lambda n: Caller.verified(f"user{n}@example.com", issuer="https://id.example.com"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("setting", "who", "newcomer"), NEWCOMERS)
+async def test_hardening_quota_channel_senders_and_jwt_callers_namespaces_are_capped(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    setting: str,
+    who: str,
+    newcomer: Callable[[int], Caller],
 ) -> None:
-    _, skill = memory_agent(tmp_path / "keeper", channel_senders=2)
-    senders = [Caller.channel("telegram", str(n)) for n in range(4)]
-    for sender in senders[:2]:
-        await use(skill, sender, "memory_write", key="hi", content="hello")
+    """A bridge names its senders and an issuer its callers (one with open sign-up mints them
+    without end, each with its own limits): past the cap, a new one's first write is refused.
+    API keys' callers and the other kind are not counted; those that have notes go on."""
+    caps = {"channel_senders": 1, "jwt_callers": 1, setting: 2}
+    _, skill = memory_agent(tmp_path / "keeper", **caps)
+    callers = [newcomer(n) for n in range(4)]
+    for caller in callers[:2]:
+        await use(skill, caller, "memory_write", key="hi", content="hello")
     await use(skill, ALICE, "memory_write", key="hi", content="verified callers are not counted")
-    for sender in senders[2:]:
+    for other in NEWCOMERS:
+        if other[0] != setting:
+            await use(skill, other[2](9), "memory_write", key="hi", content="another kind")
+    for caller in callers[2:]:
         with pytest.raises(ToolError) as refused:
-            await use(skill, sender, "memory_write", key="hi", content="hello")
+            await use(skill, caller, "memory_write", key="hi", content="hello")
         assert str(refused.value) == (
-            "this agent keeps notes for at most 2 channel senders, and has them all; it "
-            "cannot keep notes for you (ask the agent's owner)"
+            f"this agent keeps notes for at most 2 {who}, and has them all; it cannot keep "
+            "notes for you (ask the agent's owner)"
         )
-    # A sender that has notes keeps writing; the refusals are logged for the owner once.
-    assert (await use(skill, senders[0], "memory_write", key="more", content="x"))["saved"]
+        assert not skill.store.folder(caller.namespace or "").exists()
+    # One that has notes keeps writing; the refusals are logged for the owner once.
+    assert (await use(skill, callers[0], "memory_write", key="more", content="x"))["saved"]
     assert [r.getMessage() for r in caplog.records if r.name == "webagents.memory"] == [
-        "memory: refusing the notes of new channel senders: 2 channel senders have notes, "
-        "the most this agent keeps (the memory skill's channel_senders setting)"
+        f"memory: refusing the notes of new {who}: 2 {who} have notes, the most this agent "
+        f"keeps (the memory skill's {setting} setting)"
     ]
-    assert skill.store.channel_namespaces() == 2
+    assert {kind.setting: skill.store.namespaces_of(kind) for kind in KINDS} == {
+        "channel_senders": 1,
+        "jwt_callers": 1,
+        setting: 2,
+    }
 
 
 def test_hardening_quota_settings_are_checked(tmp_path: Path) -> None:
@@ -262,4 +320,14 @@ def test_hardening_quota_settings_are_checked(tmp_path: Path) -> None:
         load_agent(write_agent(tmp_path / "b", "skills:\n  - memory: {caller_notes: 0}"))
     assert refused.value.reason == (
         "skill 'memory': setting 'caller_notes': Input should be greater than or equal to 1"
+    )
+
+
+def test_hardening_quota_jwt_callers_setting_is_checked(tmp_path: Path) -> None:
+    settings = load_agent(write_agent(tmp_path / "a", "skills:\n  - memory")).skill("memory")
+    assert settings is not None and settings.settings.jwt_callers == 10_000
+    with pytest.raises(AgentFileError) as refused:
+        load_agent(write_agent(tmp_path / "b", "skills:\n  - memory: {jwt_callers: 0}"))
+    assert refused.value.reason == (
+        "skill 'memory': setting 'jwt_callers': Input should be greater than or equal to 1"
     )

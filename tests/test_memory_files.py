@@ -40,6 +40,7 @@ def test_m1_settings_and_their_defaults(tmp_path: Path) -> None:
         "owner_notes": None,
         "owner_note_bytes": None,
         "channel_senders": 10_000,
+        "jwt_callers": 10_000,
     }
     custom = load_agent(write_agent(tmp_path / "b", "skills:\n  - memory: {notes_budget: 100}"))
     assert custom.skill("memory").settings.notes_budget == 100  # type: ignore[union-attr]
@@ -56,7 +57,7 @@ def test_m1_settings_and_their_defaults(tmp_path: Path) -> None:
             "{budget: 10}",
             "skill 'memory': unknown setting 'budget'; it takes: local, portal, "
             "notes_budget, compaction, caller_notes, caller_note_bytes, owner_notes, "
-            "owner_note_bytes, channel_senders",
+            "owner_note_bytes, channel_senders, jwt_callers",
         ),
         (
             "{notes_budget: -1}",

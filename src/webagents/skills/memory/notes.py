@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 from ..._files import LinkRefused, count_marked, open_file_at, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...errors import ToolError
+from ..newcomers import Kind, Newcomers
 from .layout import NAMESPACE_FILE, is_key, namespace_folder
 from .note_file import (
     FileState,
@@ -33,7 +35,6 @@ from .note_file import (
 
 LOCK_FILE = ".lock"
 SNAPSHOTS = ".sessions"
-CHANNEL_PREFIX = "caller:channel:"
 _OWNERS = (OWNER_NAMESPACE, SHARED_NAMESPACE)
 
 log = logging.getLogger("webagents.memory")
@@ -72,18 +73,23 @@ class NoteStore:
         caller_limits: Limits | None = None,
         owner_limits: Limits | None = None,
         channel_senders: int | None = None,
+        jwt_callers: int | None = None,
     ) -> None:
         self.root = root
         self.caller_limits = caller_limits or Limits()
         """Limits of each caller's namespace."""
         self.owner_limits = owner_limits or Limits()
         """Limits of `owner` and of `shared`, each."""
-        self.channel_senders = channel_senders
-        """How many channel senders may have a namespace; None: no limit."""
+        self.newcomers = Newcomers(
+            {"channel_senders": channel_senders, "jwt_callers": jwt_callers},
+            log=log,
+            skill="memory",
+            kept="notes",
+        )
+        """How many channel senders and JWT callers may have a namespace."""
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._folders: dict[str, Path] = {}
-        self._senders_full = False
         self._usage: dict[str, tuple[int, int, int, int]] = {}
         """(generation, folder mtime, notes, bytes) of limited namespaces, as last written."""
 
@@ -225,12 +231,18 @@ class NoteStore:
             return Change(generation, os.fstat(dir_fd).st_mtime_ns, None, None, before)
 
     def _refuse_unreadable(self, namespace: str, key: str, dir_fd: int) -> None:
+        """A ToolError when the note's file cannot be read; `LinkRefused` when it is a link
+        (one that could lead this write onto another caller's note), as for its folder."""
         try:
             raw, info = read_plain(f"{key}.md", dir_fd=dir_fd)
             parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
         except FileNotFoundError:
             return
         except NoteFormatError as exc:
+            found = _lstat_at(dir_fd, f"{key}.md")
+            if found is not None and stat.S_ISLNK(found.st_mode):
+                where = self.folder(namespace) / f"{key}.md"
+                raise LinkRefused(where, "a symbolic link or not a plain file") from None
             raise ToolError(
                 f"the note {key!r} is a file that cannot be read ({exc}); it is left as it is "
                 "for the agent's owner to fix by hand or remove (/memory names the file)"
@@ -280,32 +292,19 @@ class NoteStore:
         return count, total
 
     def _admit(self, namespace: str) -> None:
-        """Refuse a new channel sender's namespace past `channel_senders` (a bridge could
-        otherwise make namespaces without end)."""
-        cap = self.channel_senders
-        if cap is None or not namespace.startswith(CHANNEL_PREFIX):
-            return
+        """Refuse a new channel sender's or JWT caller's namespace past `channel_senders` or
+        `jwt_callers` (a bridge or an issuer could otherwise make namespaces without end)."""
         if os.path.lexists(self.folder(namespace)):
             return
-        senders = self.channel_namespaces()
-        if senders >= cap:
-            if not self._senders_full:  # once, not for every refused sender
-                self._senders_full = True
-                log.warning(
-                    "memory: refusing the notes of new channel senders: %d channel senders "
-                    "have notes, the most this agent keeps (the memory skill's "
-                    "channel_senders setting)",
-                    senders,
-                )
-            raise ToolError(
-                f"this agent keeps notes for at most {cap} channel senders, and has them all; "
-                "it cannot keep notes for you (ask the agent's owner)"
-            )
+        refused = self.newcomers.refusal(namespace, self.namespaces_of)
+        if refused is not None:
+            raise ToolError(f"{refused}; it cannot keep notes for you (ask the agent's owner)")
 
-    def channel_namespaces(self) -> int:
-        """How many channel senders have a note folder."""
-        # A channel sender's folder name starts so (layout.caller_folder_name).
-        return count_marked(self.root / "callers", NAMESPACE_FILE, CHANNEL_PREFIX, names="channel-")
+    def namespaces_of(self, kind: Kind) -> int:
+        """How many callers of a kind (channel senders, JWT callers) have a note folder."""
+        # Their folder names start so (`channel-...`, `jwt-...`: layout.caller_folder_name).
+        names = kind.prefix.removeprefix("caller:").rstrip(":") + "-"
+        return count_marked(self.root / "callers", NAMESPACE_FILE, kind.prefix, names=names)
 
     def _open_namespace(self, namespace: str, *under: str) -> int:
         """A descriptor of the namespace's folder (or of `under` in it), made if missing with

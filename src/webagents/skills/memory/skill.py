@@ -69,6 +69,9 @@ class MemorySettings(BaseModel):
     channel_senders: int | None = Field(
         default=10_000, ge=1, description="channel senders that may keep notes"
     )
+    jwt_callers: int | None = Field(
+        default=10_000, ge=1, description="callers verified by a JWT issuer that may keep notes"
+    )
 
     @field_validator("compaction", mode="before")
     @classmethod
@@ -142,6 +145,7 @@ class MemorySkill(Skill[MemorySettings]):
             caller_limits=Limits(settings.caller_notes, settings.caller_note_bytes),
             owner_limits=Limits(settings.owner_notes, settings.owner_note_bytes),
             channel_senders=settings.channel_senders,
+            jwt_callers=settings.jwt_callers,
         )
         self._index = MemoryIndex(self._store, cache=self._store.root / INDEX_CACHE)
         self._index.rebuild()
@@ -434,7 +438,7 @@ def _stored(key: str) -> Iterator[None]:
     try:
         yield
     except LinkRefused as exc:
-        log.error("memory: refused to write through a link: %s", exc)
+        log.error("memory: refused to write through a link: %s", exc.strerror)  # no [Errno]
         raise ToolError(
             f"the note {key!r} was not changed: where it is kept is a link on the agent's "
             "machine, which notes are never written through (the agent's owner is told)"

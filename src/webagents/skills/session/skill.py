@@ -40,8 +40,21 @@ class SessionSettings(BaseModel):
     owner_sessions: int | None = Field(
         default=None, ge=1, description="conversations kept for the owner (none: no limit)"
     )
+    caller_session_bytes: int | None = Field(
+        default=100_000_000,
+        ge=1,
+        description="bytes of conversations kept for each caller but the owner",
+    )
+    owner_session_bytes: int | None = Field(
+        default=None, ge=1, description="bytes of conversations kept for the owner (none: no limit)"
+    )
     channel_senders: int | None = Field(
         default=10_000, ge=1, description="channel senders whose conversations are kept"
+    )
+    jwt_callers: int | None = Field(
+        default=10_000,
+        ge=1,
+        description="callers verified by a JWT issuer whose conversations are kept",
     )
 
     @field_validator("backend")
@@ -99,7 +112,10 @@ class SessionSkill(Skill[SessionSettings]):
             profile=agent.profile,
             caller_sessions=self.settings.caller_sessions,
             owner_sessions=self.settings.owner_sessions,
+            caller_session_bytes=self.settings.caller_session_bytes,
+            owner_session_bytes=self.settings.owner_session_bytes,
             channel_senders=self.settings.channel_senders,
+            jwt_callers=self.settings.jwt_callers,
         )
 
     @property

@@ -13,6 +13,7 @@ file that is not a session file is reported and never overwritten.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -33,13 +34,14 @@ from ...context import is_conversation_id
 from ...errors import WebAgentsError
 from ...home import sessions_dir
 from ...model import Message
+from ..newcomers import Kind, Newcomers
 
 log = logging.getLogger("webagents.session")
 
 FORMAT = 1
-CHANNEL_PREFIX = "caller:channel:"
 NAMESPACE_FILE = ".namespace"
-"""In each caller's folder: the namespace it keeps, so that channel senders can be counted."""
+"""In each caller's folder: the namespace it keeps, so that channel senders and JWT callers
+can be counted."""
 TITLE_LIMIT = 80
 JOURNAL_MIN_FOLD = 16 * 1024
 """A journal is folded into its snapshot once it is larger than this and a quarter of the
@@ -166,8 +168,9 @@ class LocalSessionStore:
 
     Below `~/.webagents/sessions/` nothing is read or written through a link (one caller's
     folder linked to another's would hand one the other's conversations): it is a
-    `SessionLinkError`. Limits: `caller_sessions` conversations per caller other than the
-    owner, `owner_sessions` for the owner, `channel_senders` channel senders with any.
+    `SessionLinkError`. Limits: `caller_sessions` conversations and `caller_session_bytes`
+    bytes of them per caller other than the owner, `owner_sessions` and `owner_session_bytes`
+    for the owner, `channel_senders` channel senders and `jwt_callers` JWT callers with any.
     """
 
     def __init__(
@@ -178,7 +181,10 @@ class LocalSessionStore:
         profile: str | None = None,
         caller_sessions: int | None = None,
         owner_sessions: int | None = None,
+        caller_session_bytes: int | None = None,
+        owner_session_bytes: int | None = None,
         channel_senders: int | None = None,
+        jwt_callers: int | None = None,
     ) -> None:
         self.base = sessions_dir(profile)
         self._parts = (agent_folder_name(agent_directory), agent)
@@ -187,7 +193,14 @@ class LocalSessionStore:
         self.problems: list[str] = []
         self.caller_sessions = caller_sessions
         self.owner_sessions = owner_sessions
-        self.channel_senders = channel_senders
+        self.caller_session_bytes = caller_session_bytes
+        self.owner_session_bytes = owner_session_bytes
+        self.newcomers = Newcomers(
+            {"channel_senders": channel_senders, "jwt_callers": jwt_callers},
+            log=log,
+            skill="session",
+            kept="conversations",
+        )
         self._logged: set[str] = set()
         """Limits already logged as reached (once each, not for every refused request)."""
 
@@ -230,10 +243,11 @@ class LocalSessionStore:
         """SessionLimitError when a new conversation of this caller would pass a limit."""
         dir_fd = self._open_folder(namespace, create=False)
         if dir_fd is None:
-            self._admit_sender(namespace)
+            self._admit_newcomer(namespace)
             return
         try:
             self._check_room(namespace, dir_fd)
+            self._check_bytes(namespace, dir_fd, None, 0)
         finally:
             os.close(dir_fd)
 
@@ -250,7 +264,7 @@ class LocalSessionStore:
         with self._locked(namespace) as dir_fd:
             state = _state(path.name, dir_fd)
             if since is not None and state == since.snapshot:
-                appended = self._append(path, dir_fd, session, since)
+                appended = self._append(namespace, path, dir_fd, session, since)
                 if appended is not None:
                     return appended
             generation = 0
@@ -262,9 +276,9 @@ class LocalSessionStore:
             else:
                 self._check_room(namespace, dir_fd)  # under the lock: no two pass at once
             session["generation"] = generation
-            info = _refused_links(
-                path, lambda: write_at(dir_fd, path.name, _dumps(session), locked=True)
-            )
+            data = _dumps(session)
+            self._check_bytes(namespace, dir_fd, session["id"], len(data))
+            info = _refused_links(path, lambda: write_at(dir_fd, path.name, data, locked=True))
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_journal(path).name, dir_fd=dir_fd)
             snapshot = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
@@ -272,7 +286,7 @@ class LocalSessionStore:
             return Version(snapshot, 0, generation, session["messages"], prompt)
 
     def _append(
-        self, path: Path, dir_fd: int, session: SessionFile, since: Version
+        self, namespace: str, path: Path, dir_fd: int, session: SessionFile, since: Version
     ) -> Version | None:
         """Append the change to the journal, or None when the file should be written whole."""
         journal = _journal(path)
@@ -296,6 +310,8 @@ class LocalSessionStore:
             "compaction": session.get("compaction"),
         }
         line = _dumps(record) + b"\n"
+        if self._over_bytes(namespace, dir_fd, session["id"], since.snapshot[1] + size + len(line)):
+            return None  # written whole, it may take less (a shorter conversation): see there
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         fd = _refused_links(
             journal, lambda: open_file_at(dir_fd, journal.name, flags, where=journal)
@@ -384,29 +400,71 @@ class LocalSessionStore:
             "metadata.session_id to be answered without keeping the conversation"
         )
 
-    def _admit_sender(self, namespace: str) -> None:
-        """Refuse a new channel sender's folder past `channel_senders` (a bridge could
-        otherwise make folders without end)."""
-        cap = self.channel_senders
-        if cap is None or not namespace.startswith(CHANNEL_PREFIX):
+    def _check_bytes(self, namespace: str, dir_fd: int, session_id: str | None, size: int) -> None:
+        """Refuse a save that makes the caller's kept conversations pass their bytes limit
+        (see `_over_bytes`), with a message for the caller; the owner's log says so once."""
+        over = self._over_bytes(namespace, dir_fd, session_id, size)
+        if over is None:
             return
-        senders = self.channel_namespaces()
-        if senders < cap:
-            return
+        cap, total, after = over
+        owner = namespace == OWNER_NAMESPACE
         self._log_once(
-            CHANNEL_PREFIX,
-            "session: refusing the conversations of new channel senders: %d channel senders "
-            "have some, the most this agent keeps (the session skill's channel_senders setting)",
-            senders,
+            f"{namespace} bytes",
+            "session: %s: a conversation was not kept: this caller's would take %d bytes, and "
+            "this agent keeps at most %d for %s (the session skill's %s setting)",
+            self.folder(namespace),
+            after,
+            cap,
+            "its owner" if owner else "one caller",
+            "owner_session_bytes" if owner else "caller_session_bytes",
+        )
+        made = (
+            f"yours take {total}"
+            if session_id is None
+            else f"keeping this turn would make {after}, so it was not kept"
         )
         raise SessionLimitError(
-            f"this agent keeps conversations for at most {cap} channel senders, and has them "
-            "all; send no metadata.session_id to be answered without keeping the conversation"
+            f"this agent keeps at most {cap} bytes of conversations for "
+            f"{'its owner' if owner else 'each caller'}, and {made}; send a shorter "
+            "conversation under a kept metadata.session_id (what a request carries replaces "
+            "what was kept), or send no metadata.session_id to be answered without keeping "
+            "the conversation"
         )
 
-    def channel_namespaces(self) -> int:
-        """How many channel senders have a folder of conversations."""
-        return count_marked(self.root / "callers", NAMESPACE_FILE, CHANNEL_PREFIX)
+    def _over_bytes(
+        self, namespace: str, dir_fd: int, session_id: str | None, size: int
+    ) -> tuple[int, int, int] | None:
+        """(limit, bytes kept, bytes after) when a save passes the caller's bytes limit:
+        `session_id`'s file and journal would take `size` bytes (None: a new conversation,
+        over once what is kept fills the limit). A save that keeps no more than before (a
+        shorter conversation under the same id) is never over.
+
+        The folder is read afresh each time, under the lock: another process may have kept
+        conversations meanwhile, and a journal grows without the folder changing."""
+        owner = namespace == OWNER_NAMESPACE
+        cap = self.owner_session_bytes if owner else self.caller_session_bytes
+        if cap is None:
+            return None
+        sizes = _kept_bytes(dir_fd)
+        total = sum(sizes.values())
+        if session_id is None:
+            return (cap, total, total) if total >= cap else None
+        after = total - sizes.get(session_id, 0) + size
+        return (cap, total, after) if after > cap and after > total else None
+
+    def _admit_newcomer(self, namespace: str) -> None:
+        """Refuse a new channel sender's or JWT caller's folder past `channel_senders` or
+        `jwt_callers` (a bridge or an issuer could otherwise make folders without end)."""
+        refused = self.newcomers.refusal(namespace, self.namespaces_of)
+        if refused is not None:
+            raise SessionLimitError(
+                f"{refused}; send no metadata.session_id to be answered without keeping the "
+                "conversation"
+            )
+
+    def namespaces_of(self, kind: Kind) -> int:
+        """How many callers of a kind (channel senders, JWT callers) have a folder here."""
+        return count_marked(self.root / "callers", NAMESPACE_FILE, kind.prefix)
 
     def caller_namespaces(self) -> dict[str, str]:
         """Caller folder name -> the namespace its marker names, for every caller's folder
@@ -444,7 +502,7 @@ class LocalSessionStore:
         parts = (*self._parts, *self._folder_parts(namespace))
         where = self.folder(namespace)
         if create and namespace != OWNER_NAMESPACE and not os.path.lexists(where):
-            self._admit_sender(namespace)
+            self._admit_newcomer(namespace)
         dir_fd = _refused_links(where, lambda: open_private_dir(self.base, parts, create=create))
         if dir_fd is None or not create or namespace == OWNER_NAMESPACE:
             return dir_fd
@@ -482,9 +540,11 @@ def _refused_links(where: Path, action: Callable[[], T]) -> T:
     try:
         return action()
     except LinkRefused as exc:
-        raise SessionLinkError(
-            f"{exc.strerror}; the conversations there are neither read nor kept"
-        ) from None
+        raise _link_error(exc) from None
+
+
+def _link_error(exc: LinkRefused) -> SessionLinkError:
+    return SessionLinkError(f"{exc.strerror}; the conversations there are neither read nor kept")
 
 
 def read_session(
@@ -516,7 +576,8 @@ def _journal(path: Path) -> Path:
 
 
 def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] | None:
-    """A kept file's bytes and stat, never through a link; None when there is none."""
+    """A kept file's bytes and stat, never through a link (a link is a SessionLinkError, as
+    on the write paths: not a damaged file); None when there is none."""
     try:
         fd = os.open(
             path.name if dir_fd is not None else path,
@@ -526,6 +587,8 @@ def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] 
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # what O_NOFOLLOW meets a link with
+            raise _link_error(LinkRefused(path, "a symbolic link or not a plain file")) from None
         reason = exc.strerror or type(exc).__name__
         raise SessionError(f"{path} cannot be read ({reason}); it is left as it is") from None
     with os.fdopen(fd, "rb") as file:
@@ -533,6 +596,27 @@ def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] 
         if not stat.S_ISREG(info.st_mode):
             raise SessionError(f"{path} is not a plain file; it is left as it is")
         return file.read(), info
+
+
+def _kept_bytes(dir_fd: int) -> dict[str, int]:
+    """The bytes of each conversation kept in a folder (its file and its journal), by id."""
+    sizes: dict[str, int] = {}
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.endswith(".json"):
+                session_id = name[: -len(".json")]
+            elif name.startswith(".") and name.endswith(".journal"):
+                session_id = name[1 : -len(".journal")]
+            else:
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed meanwhile
+                continue
+            if stat.S_ISREG(info.st_mode):
+                sizes[session_id] = sizes.get(session_id, 0) + info.st_size
+    return sizes
 
 
 def _state(name: str, dir_fd: int) -> tuple[int, int, int, int] | None:
