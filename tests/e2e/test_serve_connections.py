@@ -37,6 +37,10 @@ LIMITED = [
     "os.execv(sys.argv[1], sys.argv[1:])",
 ]
 HI = {"model": "brief", "messages": [{"role": "user", "content": "hi"}]}
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(json.dumps(HI)), json.dumps(HI).encode())
+)
 OFFLINE_HI = (
     "(offline scripted model, turn 1) You said: 'hi'. I can't think offline, but everything "
     "around me works: the chat, the slash commands and my skills' tools."
@@ -175,8 +179,10 @@ def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path
     with running(args, child_env(tmp_path)) as process:
         busy = [_busy(process), _busy(process)]
         refusals = []
-        for _ in range(3):
+        for sends_request in (False, False, False, True, True, True):
             with _connect(process) as sock:
+                if sends_request:  # as clients do: the refusal must not become a reset
+                    sock.sendall(REQUEST)
                 refusals.append(b"".join(iter(lambda s=sock: s.recv(4096), b"")))
         head, body = refusals[0].split(b"\r\n\r\n", 1)
         assert head.split(b"\r\n") == [
@@ -195,7 +201,7 @@ def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path
                 "code": "too_many_connections",
             }
         }
-        assert refusals == [refusals[0]] * 3
+        assert refusals == [refusals[0]] * 6
 
         busy.pop().close()  # room again, once the server has seen it go
         process.wait_until(lambda: _answer(process) == (200, OFFLINE_HI))

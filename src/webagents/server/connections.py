@@ -233,8 +233,13 @@ class ConnectionGuard:
         conn.setblocking(False)
         try:
             conn.send(self._refusal)
+            # A request already sent and left unread would make the close a reset, which can
+            # reach the client before the 503 is read: drop what is there (not waiting).
+            for _ in range(16):
+                if not conn.recv(65536):
+                    break
         except OSError:
-            pass  # the client is gone already; nothing to tell
+            pass  # nothing more came, or the client is gone already
         conn.close()
 
     def started(self, connection: _GuardedH11) -> None:
