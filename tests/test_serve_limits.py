@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import socket
 from pathlib import Path
@@ -12,18 +13,27 @@ from pathlib import Path
 import httpx
 import pytest
 
-from webagents.server import AgentHost, create_app
+from webagents import Agent
+from webagents.access import AccessVerifier
+from webagents.errors import ModelError
+from webagents.model import ModelRequest
+from webagents.server import AgentHost, ServedAgent, app, create_app
 from webagents.server.connections import AcceptErrors, FloodLog, connection_cap
+from webagents.testing import FunctionModel
 
 
-def test_hardening_the_connection_cap_keeps_files_for_the_agent() -> None:
+def test_hardening_the_connection_cap_keeps_files_for_the_agent_and_its_model() -> None:
+    """Review finding 2: an eighth of the file limit (at least 32) is kept for the agent's
+    files, and of the rest half for connections, half for their requests' connections to
+    the model."""
     assert [
-        connection_cap(1000, 1024),  # Linux's usual ulimit -n: an eighth kept
-        connection_cap(1000, 128),  # at least 32 kept
+        connection_cap(1000, 1024),  # Linux's usual ulimit -n: (1024 - 128) / 2
+        connection_cap(1000, 128),  # at least 32 kept: (128 - 32) / 2
         connection_cap(1000, 1 << 20),
         connection_cap(10, 1024),
+        connection_cap(1000, 33),
         connection_cap(1000, 32),
-    ] == [896, 96, 1000, 10, 0]
+    ] == [448, 48, 1000, 10, 0, 0]
 
 
 class Clock:
@@ -34,8 +44,8 @@ class Clock:
         return self.now
 
 
-def _messages(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str]]:
-    return [(r.name, r.getMessage()) for r in caplog.records]
+def _messages(caplog: pytest.LogCaptureFixture, under: str = "") -> list[tuple[str, str]]:
+    return [(r.name, r.getMessage()) for r in caplog.records if r.name.startswith(under)]
 
 
 def test_hardening_a_flood_is_logged_once_then_counted(caplog: pytest.LogCaptureFixture) -> None:
@@ -151,4 +161,76 @@ def test_hardening_daemon_without_a_model_key_suggests_offline(
     assert [r.getMessage() for r in caplog.records] == [
         f"{NO_ENDPOINT} (or serve the offline model: --offline); the agent is not served until "
         "it is fixed"
+    ]
+
+
+def _out_of_files(request: ModelRequest) -> str:
+    """A turn that finds the process out of descriptors: the agent's own files on odd
+    requests, the model client's connection (behind a ModelError) on even ones."""
+    if len(request.messages) % 2:
+        raise OSError(errno.EMFILE, "Too many open files")
+    try:
+        raise OSError(errno.EMFILE, "Too many open files")
+    except OSError:
+        raise ModelError("cannot reach the model endpoint") from None
+
+
+async def test_hardening_out_of_descriptors_mid_turn_is_503_logged_once(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review finding 2: turns that ran out of file descriptors answered 500 internal_error,
+    with a traceback each in the log. Now 503 server_busy with Retry-After, streamed or not,
+    and one line for the flood."""
+    monkeypatch.setattr(
+        app,
+        "_OUT_OF_FILES",
+        FloodLog(app._OUT_OF_FILES._first, app._OUT_OF_FILES._summary),
+    )
+    agent = Agent("busy", "Be brief.", model=FunctionModel(_out_of_files))
+    served = ServedAgent(agent, AccessVerifier(None, environ={}))
+    transport = httpx.ASGITransport(app=create_app(AgentHost([served])))
+    caplog.set_level(logging.INFO, "webagents")
+    message = (
+        "the server has too much to do at once to take this turn (it is out of open files); "
+        "try again shortly"
+    )
+    answers = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for history in ([], [{"role": "assistant", "content": "earlier"}]):
+            body = {"model": "busy", "messages": [*history, {"role": "user", "content": "hi"}]}
+            answer = await client.post("/v1/chat/completions", json=body)
+            answers.append((answer.status_code, answer.headers.get("retry-after"), answer.json()))
+        streamed = await client.post("/v1/chat/completions", json={**body, "stream": True})
+    assert (
+        answers
+        == [
+            (
+                503,
+                "1",
+                {
+                    "error": {
+                        "message": message,
+                        "type": "server_error",
+                        "param": None,
+                        "code": "server_busy",
+                    }
+                },
+            )
+        ]
+        * 2
+    )
+    events = [line.removeprefix("data: ") for line in streamed.text.splitlines() if line]
+    assert [json.loads(events[-2]), events[-1]] == [answers[0][2], "[DONE]"]
+    assert _messages(caplog, "webagents") == [
+        (
+            "webagents.server",
+            "a turn failed for lack of file descriptors (Too many open files): it was answered "
+            "503 server_busy, as are others until some close. Lower --max-connections or "
+            "raise the file limit (ulimit -n)",
+        )
+    ]
+    assert all(record.exc_info is None for record in caplog.records)
+    app._OUT_OF_FILES.flush()
+    assert _messages(caplog, "webagents")[1:] == [
+        ("webagents.server", "out of file descriptors: 2 more turns answered 503 in the last 60 s")
     ]

@@ -17,7 +17,7 @@ import json
 import os
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -37,6 +37,10 @@ _NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 class OpenAIModel(Model):
     """Chat Completions at `base_url` (default: `OPENAI_BASE_URL`, else OpenAI's)."""
+
+    max_connections: ClassVar[int] = 100
+    """The most connections each client opens to its endpoint at once (more calls wait for
+    one): `webagents serve` sets its connection cap, for which it kept a descriptor each."""
 
     def __init__(
         self,
@@ -90,7 +94,10 @@ class OpenAIModel(Model):
             client = self._clients[loop] = httpx.AsyncClient(
                 timeout=self._timeout,
                 transport=httpx.AsyncHTTPTransport(socket_options=_NO_DELAY),
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=min(self.max_connections, 100),
+                ),
             )
         return client
 

@@ -3,6 +3,7 @@ user meets when it cannot start (issue 11: hardening and a new user's friction).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import socket
@@ -16,12 +17,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from webagents.model import ModelRequest
+from webagents.testing import FunctionModel, ScriptedServer
+
 from .conftest import child_env, webagents_command
 from .serving import Process, running, write
 
 pytestmark = pytest.mark.e2e
 
-FILE_LIMIT = 128  # the served process's `ulimit -n`: 96 connections, 32 kept for its files
+# The served process's `ulimit -n`: 32 kept for its files, then 48 connections and beside
+# each a descriptor for the connection to the model that its request may hold.
+FILE_LIMIT = 128
+CAP = 48
 LIMITED = [
     sys.executable,
     "-c",
@@ -30,12 +37,16 @@ LIMITED = [
     "os.execv(sys.argv[1], sys.argv[1:])",
 ]
 HI = {"model": "brief", "messages": [{"role": "user", "content": "hi"}]}
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(json.dumps(HI)), json.dumps(HI).encode())
+)
 OFFLINE_HI = (
     "(offline scripted model, turn 1) You said: 'hi'. I can't think offline, but everything "
     "around me works: the chat, the slash commands and my skills' tools."
 )
 EVICTING = (
-    "WARNING webagents.server: 96 connections are open, the limit (--max-connections): "
+    f"WARNING webagents.server: {CAP} connections are open, the limit (--max-connections): "
     "closing the longest-idle ones to make room for new ones"
 )
 TIMED_OUT = (
@@ -43,7 +54,8 @@ TIMED_OUT = (
     "within 1 s (--header-timeout)"
 )
 SUMMARY = re.compile(
-    r"WARNING webagents\.server: (connection limit|header timeout): \d+ more .* in the last 60 s"
+    r"WARNING webagents\.server: (connection limit|header timeout|body timeout): \d+ more .* "
+    r"in the last 60 s"
 )
 
 
@@ -75,14 +87,12 @@ def _answer(process: Process) -> tuple[int, str]:
 
 
 @contextmanager
-def _trickling(process: Process, count: int) -> Iterator[list[socket.socket]]:
-    """`count` connections that send a request head one byte at a time and never finish it."""
+def _sending_slowly(sockets: list[socket.socket], data: bytes) -> Iterator[None]:
+    """Each of `sockets` sends `data` one byte every 0.1 s, until the server closes it."""
     stop = threading.Event()
-    sockets = [_connect(process) for _ in range(count)]
 
     def trickle(sock: socket.socket) -> None:
-        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10_000
-        for byte in head:
+        for byte in data:
             if stop.wait(0.1):
                 return
             try:
@@ -94,11 +104,22 @@ def _trickling(process: Process, count: int) -> Iterator[list[socket.socket]]:
     for thread in threads:
         thread.start()
     try:
-        yield sockets
+        yield
     finally:
         stop.set()
         for thread in threads:
             thread.join(timeout=30)
+
+
+@contextmanager
+def _trickling(process: Process, count: int) -> Iterator[list[socket.socket]]:
+    """`count` connections that send a request head one byte at a time and never finish it."""
+    sockets = [_connect(process) for _ in range(count)]
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 10_000
+    try:
+        with _sending_slowly(sockets, head):
+            yield sockets
+    finally:
         for sock in sockets:
             sock.close()
 
@@ -119,8 +140,9 @@ def test_hardening_idle_and_slow_connections_are_closed_and_real_callers_served(
     args = ["serve", str(_agent(tmp_path)), "--offline", "--header-timeout", "1"]
     with running(args, child_env(tmp_path), wrapper=LIMITED) as process, ExitStack() as stack:
         assert (
-            "  connections: at most 96 open (ulimit -n 128 allows fewer than --max-connections "
-            "1000); a request head within 1 s; idle ones closed after 5 s\n"
+            f"  connections: at most {CAP} open (ulimit -n 128 allows fewer than "
+            "--max-connections 1000); a request head within 1 s, its body within 30 s more; "
+            "idle ones closed after 5 s\n"
         ) in process.output
         idle = [_connect(process) for _ in range(idle_count)]
         for sock in idle:
@@ -157,8 +179,10 @@ def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path
     with running(args, child_env(tmp_path)) as process:
         busy = [_busy(process), _busy(process)]
         refusals = []
-        for _ in range(3):
+        for sends_request in (False, False, False, True, True, True):
             with _connect(process) as sock:
+                if sends_request:  # as clients do: the refusal must not become a reset
+                    sock.sendall(REQUEST)
                 refusals.append(b"".join(iter(lambda s=sock: s.recv(4096), b"")))
         head, body = refusals[0].split(b"\r\n\r\n", 1)
         assert head.split(b"\r\n") == [
@@ -177,7 +201,7 @@ def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path
                 "code": "too_many_connections",
             }
         }
-        assert refusals == [refusals[0]] * 3
+        assert refusals == [refusals[0]] * 6
 
         busy.pop().close()  # room again, once the server has seen it go
         process.wait_until(lambda: _answer(process) == (200, OFFLINE_HI))
@@ -192,6 +216,241 @@ def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path
         == 1
     )
     assert "Traceback" not in output, output
+
+
+BODY_TIMED_OUT = (
+    "WARNING webagents.server: answered 408 and closed a connection whose request body did "
+    "not arrive in full within 1 s of its head (--body-timeout)"
+)
+
+
+def _read_to_close(sock: socket.socket) -> bytes | None:
+    """All the server sends until it closes the connection; None if it does not close it
+    within the socket's timeout."""
+    received = b""
+    try:
+        while chunk := sock.recv(4096):
+            received += chunk
+    except TimeoutError:
+        return None
+    return received
+
+
+def test_hardening_a_request_body_that_trickles_is_answered_408_and_closed(
+    tmp_path: Path,
+) -> None:
+    """Review finding 1: connections that sent a request head, then its body a byte at a
+    time, held every connection for as long as they kept trickling, and each new caller got
+    503. Now the body has --body-timeout seconds from the head, whatever trickles in."""
+    # Room for the three, and for the start's health check, which may not be seen gone yet.
+    args = ["serve", str(_agent(tmp_path)), "--offline", "--max-connections", "4"]
+    with running([*args, "--body-timeout", "1"], child_env(tmp_path)) as process:
+        slow = [_connect(process) for _ in range(3)]
+        for sock in slow:
+            sock.settimeout(15)
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+        with _sending_slowly(slow, b"x" * 10_000):
+            answers = [_read_to_close(sock) for sock in slow]
+        assert answers[0] is not None, "the server never closed the connection"
+        head, body = answers[0].split(b"\r\n\r\n", 1)
+        assert head.split(b"\r\n") == [
+            b"HTTP/1.1 408 Request Timeout",
+            b"content-type: application/json",
+            f"content-length: {len(body)}".encode(),
+            b"connection: close",
+        ]
+        assert json.loads(body) == {
+            "error": {
+                "message": "the request body did not arrive in full within 1 s of the "
+                "request head (this server's --body-timeout); send it at once, or send a "
+                "smaller one",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "request_timeout",
+            }
+        }
+        assert answers == [answers[0]] * 3
+        with _connect(process):  # the fourth: the connections are busy no more
+            assert _answer(process) == (200, OFFLINE_HI)
+        for sock in slow:
+            sock.close()
+        output = process.output
+
+    assert "Traceback" not in output, output
+    evicting = (  # a closed one may still be seen as open, idle: its room is taken
+        "WARNING webagents.server: 4 connections are open, the limit (--max-connections): "
+        "closing the longest-idle ones to make room for new ones"
+    )
+    lines = [line for line in _server_lines(output) if line != evicting]
+    assert [line for line in lines if not SUMMARY.fullmatch(line)] == [BODY_TIMED_OUT]
+
+
+def test_hardening_a_response_sent_before_its_body_was_read_ends_the_connection(
+    tmp_path: Path,
+) -> None:
+    """Review finding 1: `GET /health` with a Content-Length, answered at once; its client
+    went on sending the body a byte at a time and the connection stayed open and "busy",
+    holding a connection forever. Now the response ends the connection, whatever the body
+    and keep-alive timeouts, and meanwhile it counts as idle (room for a new caller)."""
+    args = ["serve", str(_agent(tmp_path)), "--offline", "--max-connections", "1"]
+    timeouts = ["--body-timeout", "600", "--keep-alive-timeout", "600"]
+    with running([*args, *timeouts], child_env(tmp_path)) as process:
+        with _connect(process) as sock:
+            sock.settimeout(15)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
+            with _sending_slowly([sock], b"x" * 10_000):
+                received = _read_to_close(sock)
+                assert received is not None, "the server never closed the connection"
+                assert _answer(process) == (200, OFFLINE_HI)  # the only connection's room
+        head, body = received.split(b"\r\n\r\n", 1)
+        assert (head.split(b"\r\n")[0], json.loads(body)) == (
+            b"HTTP/1.1 200 OK",
+            {"status": "ok", "agents": 1},
+        )
+        output = process.output
+
+    assert "Traceback" not in output, output
+    evicting = (
+        "WARNING webagents.server: 1 connections are open, the limit (--max-connections): "
+        "closing the longest-idle ones to make room for new ones"
+    )
+    assert set(_server_lines(output)) <= {evicting}  # closed for room, or already gone
+
+
+def _streamed_text(process: Process) -> tuple[int, str, str]:
+    """A streamed answer: its status, its text, and its last event."""
+    with httpx.stream(
+        "POST", f"{process.url}/v1/chat/completions", json={**HI, "stream": True}, timeout=60
+    ) as reply:
+        events = [line.removeprefix("data: ") for line in reply.iter_lines() if line]
+    text = "".join(
+        choice["delta"].get("content", "")
+        for event in events[:-1]
+        for choice in json.loads(event)["choices"]
+    )
+    return reply.status_code, text, events[-1]
+
+
+def test_hardening_the_body_timeout_never_cuts_off_a_long_answer(tmp_path: Path) -> None:
+    """The body deadline ends when the body is in: an answer that takes longer than it, streamed
+    or not, comes whole."""
+    answer = "an answer that took longer than the body timeout"
+
+    async def slow(request: ModelRequest) -> str:
+        await asyncio.sleep(3)  # the served agent's --body-timeout is 1 s
+        return answer
+
+    with ScriptedServer(FunctionModel(slow)) as model:
+        env = child_env(tmp_path, OPENAI_BASE_URL=model.base_url)
+        args = ["serve", str(_agent(tmp_path)), "--body-timeout", "1"]
+        with running(args, env) as process:
+            assert _streamed_text(process) == (200, answer, "[DONE]")
+            assert _answer(process) == (200, answer)
+            output = process.output
+    assert _server_lines(output) == []
+
+
+def _outcome(reply: httpx.Response) -> tuple[int, object]:
+    body = reply.json()
+    if reply.status_code == 200:
+        return 200, body["choices"][0]["message"]["content"]
+    return reply.status_code, body
+
+
+def test_hardening_busy_requests_leave_descriptors_for_their_model_connections(
+    tmp_path: Path,
+) -> None:
+    """Review finding 2: with `ulimit -n 128` the server took 96 connections, and as many
+    requests waiting on the model each held a second descriptor (their connection to the
+    model): the process ran out of them, and turns failed with 500 and a traceback each. Now
+    the cap leaves a descriptor beside each connection: 48 requests wait on the model, and
+    a connection beyond is answered 503 at once; each of the 48 is answered when it returns."""
+    release = threading.Event()
+
+    async def held(request: ModelRequest) -> str:
+        # Polled: the test's thread sets it, and an asyncio.Event is the server thread's.
+        while not release.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        return "done"
+
+    folder = _agent(tmp_path)
+    write(folder / "AGENT.md", "---\nmodel: openai/m\nskills: [memory]\n---\nBe brief.\n")
+    outcomes: dict[int, tuple[int, object] | str] = {}
+
+    def call(index: int, url: str) -> None:
+        try:
+            reply = httpx.post(f"{url}/v1/chat/completions", json=HI, timeout=60)
+            outcomes[index] = _outcome(reply)
+        except httpx.HTTPError as exc:
+            outcomes[index] = type(exc).__name__
+
+    threads: list[threading.Thread] = []
+    with ScriptedServer(FunctionModel(held)) as model:
+        env = child_env(tmp_path, OPENAI_BASE_URL=model.base_url)
+        with running(["serve", str(folder)], env, wrapper=LIMITED) as process:
+            try:
+                for index in range(CAP + 12):
+                    waiting = len(model.bodies)
+                    thread = threading.Thread(target=call, args=(index, process.url))
+                    threads.append(thread)
+                    thread.start()
+                    try:  # until it waits on the model too, or is answered
+                        process.wait_until(
+                            lambda i=index, w=waiting: len(model.bodies) > w or i in outcomes,
+                            timeout=20,
+                        )
+                    except AssertionError:
+                        break  # stuck: the rest would be too
+                waiting = len(model.bodies)
+            finally:
+                release.set()
+                for thread in threads:
+                    thread.join(timeout=60)
+            output = process.output
+
+    refused = (
+        503,
+        {
+            "error": {
+                "message": f"the server is at its limit of {CAP} open connections and all "
+                "are busy; try again shortly",
+                "type": "server_error",
+                "param": None,
+                "code": "too_many_connections",
+            }
+        },
+    )
+    assert waiting == CAP
+    assert [outcomes.get(i) for i in range(CAP + 12)] == [(200, "done")] * CAP + [refused] * 12
+    assert "Traceback" not in output, output
+
+
+def test_hardening_upgrade_requests_are_answered_and_logged_once(tmp_path: Path) -> None:
+    """Review finding 8: uvicorn warned twice for each request with an Upgrade header (it
+    speaks no WebSocket here): a client could write the log full. Now one line says so;
+    the requests are answered as ordinary ones."""
+    with running(["serve", str(_agent(tmp_path)), "--offline"], child_env(tmp_path)) as process:
+        answers = []
+        for _ in range(20):
+            with _connect(process) as sock:
+                sock.sendall(
+                    b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\n"
+                    b"Upgrade: websocket\r\n\r\n"
+                )
+                received = _read_to_close(sock)
+                assert received is not None, "the server never closed the connection"
+                head, body = received.split(b"\r\n\r\n", 1)
+                answers.append((head.split(b"\r\n")[0], json.loads(body)))
+        output = process.output
+
+    assert answers == [(b"HTTP/1.1 200 OK", {"status": "ok", "agents": 1})] * 20
+    assert _server_lines(output) == [
+        "WARNING webagents.server: ignored a request's Upgrade header (this server speaks plain "
+        "HTTP/1.1, no WebSocket): the request is answered as an ordinary one"
+    ]
 
 
 def _serve_fails(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -173,6 +173,13 @@ def _server_options(fn: Any) -> Any:
         help="Seconds a connection has to send a whole request head before it is closed.",
     )(fn)
     fn = click.option(
+        "--body-timeout",
+        default=30,
+        show_default=True,
+        type=click.IntRange(1, 3600),
+        help="Seconds a request's body may take to arrive, from its head; later is a 408.",
+    )(fn)
+    fn = click.option(
         "--keep-alive-timeout",
         default=5,
         show_default=True,

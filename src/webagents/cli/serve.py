@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 import uvicorn
 
-from ..chat_completions import NO_ENDPOINT
+from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
 from ..server import AgentHost, ServedAgent, create_app
@@ -62,8 +62,12 @@ def connection_guard(limits: ConnectionLimits) -> ConnectionGuard:
         fitted = f" (ulimit -n {files} allows fewer than --max-connections {requested})"
     click.echo(
         f"  connections: at most {cap} open{fitted}; a request head within "
-        f"{limits.header_timeout:g} s; idle ones closed after {limits.keep_alive_timeout} s"
+        f"{limits.header_timeout:g} s, its body within {limits.body_timeout:g} s more; idle "
+        f"ones closed after {limits.keep_alive_timeout} s"
     )
+    # Each busy connection's request holds at most one connection to the model at a time;
+    # the cap left a descriptor for each, which the model clients must not exceed.
+    OpenAIModel.max_connections = cap
     return ConnectionGuard(limits, cap)
 
 
@@ -82,6 +86,7 @@ def run_server(
     config = uvicorn.Config(
         create_app(host, max_body_bytes=max_body_bytes),
         http=guard.protocol(),
+        ws="none",  # the app has no WebSocket endpoint: Upgrade headers are ignored
         timeout_keep_alive=limits.keep_alive_timeout,
         log_level="info",
         timeout_graceful_shutdown=10,
@@ -124,6 +129,7 @@ def serve_hosted(
     max_body_mb: int,
     max_connections: int,
     header_timeout: int,
+    body_timeout: int,
     keep_alive_timeout: int,
 ) -> None:
     """Load what `make_host` serves, bind, say what is served and how, and serve it."""
@@ -139,5 +145,10 @@ def serve_hosted(
         click.echo(f"{OFFLINE_NOTICE}\n{OFFLINE_MEMORY_HINT}" if has_memory else OFFLINE_NOTICE)
     sock = bind(host, port)
     click.echo(banner)
-    limits = ConnectionLimits(max_connections, header_timeout, keep_alive_timeout)
+    limits = ConnectionLimits(
+        max_connections=max_connections,
+        header_timeout=header_timeout,
+        body_timeout=body_timeout,
+        keep_alive_timeout=keep_alive_timeout,
+    )
     run_server(hosted, sock, limits, max_body_bytes=max_body_mb * 1024 * 1024)

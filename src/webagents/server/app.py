@@ -31,6 +31,7 @@ from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
 from ..skills.session import SessionError, SessionLimitError, SessionLinkError
 from .api_errors import ApiError, error_type
+from .connections import FloodLog
 from .hosting import AgentHost, ServedAgent
 from .openai_api import (
     ChatRequest,
@@ -46,6 +47,11 @@ log = logging.getLogger("webagents.server")
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 T = TypeVar("T")
+_OUT_OF_FILES = FloodLog(
+    "a turn failed for lack of file descriptors (%s): it was answered 503 server_busy, as are "
+    "others until some close. Lower --max-connections or raise the file limit (ulimit -n)",
+    "out of file descriptors: %d more turns answered 503 in the last %d s",
+)
 
 
 def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
@@ -211,6 +217,15 @@ def _runtime_error(exc: Exception) -> ApiError:
     """What the client is told when a turn fails: enough to act on, no internals."""
     if isinstance(exc, ApiError):
         return exc
+    strerror = _out_of_descriptors(exc)
+    if strerror is not None:  # the model client's, or the agent's files: a flood, not a bug
+        _OUT_OF_FILES.event(strerror)
+        return ApiError(
+            503,
+            "the server has too much to do at once to take this turn (it is out of open "
+            "files); try again shortly",
+            "server_busy",
+        )
     if isinstance(exc, ModelError):
         log.error("the model failed: %s", exc)
         return ApiError(502, "the agent's model endpoint failed; try again later", "model_error")
@@ -246,9 +261,26 @@ def _runtime_error(exc: Exception) -> ApiError:
     return ApiError(500, "the agent failed with an internal error", "internal_error")
 
 
+def _out_of_descriptors(exc: BaseException) -> str | None:
+    """The error text where `exc`, or what it was raised from (a ModelError hides the socket
+    error it came from), is the process or the system running out of file descriptors."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.EMFILE, errno.ENFILE):
+            return current.strerror or str(current)
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     def respond(status: int, message: str, code: str | None = None) -> JSONResponse:
-        return JSONResponse(error_body(message, error_type(status), code), status_code=status)
+        # Every 503 is a moment's shortage (connections, descriptors): say when to come back.
+        retry = {"Retry-After": "1"} if status == 503 else None
+        return JSONResponse(
+            error_body(message, error_type(status), code), status_code=status, headers=retry
+        )
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)

@@ -1,19 +1,29 @@
 """Bounds on the connections a served agent holds, so that idle or slow clients cannot starve it.
 
-uvicorn (with h11) closes a connection only after a response plus `timeout_keep_alive`: a
-client that connects and sends nothing, or trickles header bytes, is held forever, and each
-one holds a file descriptor. Once the process runs out of them asyncio logs a traceback for
-every refused accept, and the agent cannot open its own files. Here:
+uvicorn (with h11) closes a connection only after a response plus `timeout_keep_alive`, and
+every byte that comes in cancels that timer: a client that connects and sends nothing, or
+trickles header or body bytes, is held forever, and each one holds a file descriptor. Once the
+process runs out of them asyncio logs a traceback for every refused accept, and the agent
+cannot open its own files nor connect to its model. Here:
 
 - a connection must send a complete request head within `header_timeout` seconds of opening
-  (or of its previous response), however many bytes it trickles;
-- at most `max_connections` are open, fewer where the file limit (`ulimit -n`) needs it, with
-  a reserve of descriptors kept for the agent's own files. A new connection beyond the cap
-  closes the longest-idle one (no request in progress) to make room, or, when every one is
-  busy with a request, is answered 503 at once. The listening socket checks the cap before
-  each accept, so descriptors never run out through connections, not even in a burst;
+  (or of its previous response), and then the request's whole body within `body_timeout`
+  seconds of the head, however many bytes it trickles; a body too late is answered 408 and
+  the connection closed. The body deadline ends when the body is in: a long answer is never
+  cut off by it;
+- a response sent before its request's body was read to the end (a 404, `/health` with a
+  body) ends the connection: the rest of the body is read and dropped for a moment so that
+  the client gets the response, but it counts as idle, and it cannot be reused;
+- at most `max_connections` are open, fewer where the file limit (`ulimit -n`) needs it: a
+  reserve of descriptors is kept for the agent's own files, and half the rest for the
+  connection to the model that each busy request holds while it waits for an answer. A new
+  connection beyond the cap closes the longest-idle one (no request in progress) to make
+  room, or, when every one is busy with a request, is answered 503 at once. The listening
+  socket checks the cap before each accept, so descriptors never run out through
+  connections, not even in a burst;
 - a flood of such events is logged once, then counted at most once a minute, and asyncio's
-  "out of system resource" accept errors (with a traceback each) are reported the same way.
+  "out of system resource" accept errors (with a traceback each) and uvicorn's warnings about
+  Upgrade headers it cannot honour are reported the same way.
 """
 
 from __future__ import annotations
@@ -33,11 +43,17 @@ import orjson
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..openai_wire import error_body
+from .api_errors import error_type
 
 log = logging.getLogger("webagents.server")
 
 # Descriptors kept out of the cap for the agent's own files (notes, index, sessions, logs).
 MIN_RESERVED_FILES = 32
+# How long a connection whose response is sent goes on reading (and dropping) the rest of its
+# request's body before it closes. Closing a socket with unread bytes makes the kernel send a
+# reset, which can destroy the response before the client reads it; a short grace avoids that
+# without letting a trickling client hold the connection.
+LINGER_SECONDS = 2.0
 FLOOD_SUMMARY_SECONDS = 60.0
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -48,6 +64,7 @@ class ConnectionLimits:
 
     max_connections: int
     header_timeout: float
+    body_timeout: float
     keep_alive_timeout: int
 
 
@@ -58,8 +75,10 @@ def file_limit() -> int:
 
 
 def connection_cap(requested: int, files: int) -> int:
-    """How many connections may be open: `requested`, less where `files` must keep a reserve."""
-    return min(requested, files - max(MIN_RESERVED_FILES, files // 8))
+    """How many connections may be open: `requested`, less where `files` must keep a reserve
+    for the agent's own files, and beside each connection one for the connection to the model
+    that its request holds while it waits for the answer (every connection may be busy)."""
+    return min(requested, (files - max(MIN_RESERVED_FILES, files // 8)) // 2)
 
 
 class FloodLog:
@@ -144,6 +163,7 @@ class ConnectionGuard:
         self._connections: set[_GuardedH11] = set()  # started and not yet lost
         self._idle: dict[_GuardedH11, None] = {}  # waiting for a request head, oldest first
         self._refusal = _refusal(cap)
+        self.late_body = _late_body(limits.body_timeout)
         self.evicted = FloodLog(
             f"{cap} connections are open, the limit (--max-connections): closing the "
             "longest-idle ones to make room for new ones",
@@ -158,6 +178,16 @@ class ConnectionGuard:
             "closed a connection that sent no complete request head within "
             f"{limits.header_timeout:g} s (--header-timeout)",
             "header timeout: %d more connections closed in the last %d s",
+        )
+        self.body_timed_out = FloodLog(
+            "answered 408 and closed a connection whose request body did not arrive in full "
+            f"within {limits.body_timeout:g} s of its head (--body-timeout)",
+            "body timeout: %d more connections closed in the last %d s",
+        )
+        self.upgrades = FloodLog(
+            "ignored a request's Upgrade header (this server speaks plain HTTP/1.1, no "
+            "WebSocket): the request is answered as an ordinary one",
+            "Upgrade headers: %d more ignored in the last %d s",
         )
 
     def listen_on(self, sock: socket.socket) -> socket.socket:
@@ -203,8 +233,13 @@ class ConnectionGuard:
         conn.setblocking(False)
         try:
             conn.send(self._refusal)
+            # A request already sent and left unread would make the close a reset, which can
+            # reach the client before the 503 is read: drop what is there (not waiting).
+            for _ in range(16):
+                if not conn.recv(65536):
+                    break
         except OSError:
-            pass  # the client is gone already; nothing to tell
+            pass  # nothing more came, or the client is gone already
         conn.close()
 
     def started(self, connection: _GuardedH11) -> None:
@@ -224,17 +259,29 @@ class ConnectionGuard:
 
 
 def _refusal(cap: int) -> bytes:
-    body = orjson.dumps(
-        error_body(
-            f"the server is at its limit of {cap} open connections and all are busy; "
-            "try again shortly",
-            "server_error",
-            "too_many_connections",
-        )
+    return _closing_answer(
+        "503 Service Unavailable",
+        f"the server is at its limit of {cap} open connections and all are busy; try again shortly",
+        "too_many_connections",
+        "retry-after: 1\r\n",
     )
+
+
+def _late_body(body_timeout: float) -> bytes:
+    return _closing_answer(
+        "408 Request Timeout",
+        f"the request body did not arrive in full within {body_timeout:g} s of the request "
+        "head (this server's --body-timeout); send it at once, or send a smaller one",
+        "request_timeout",
+    )
+
+
+def _closing_answer(status: str, message: str, code: str, headers: str = "") -> bytes:
+    """An error response written straight to the socket (ahead of h11), then the end."""
+    body = orjson.dumps(error_body(message, error_type(int(status[:3])), code))
     head = (
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+        f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n{headers}connection: close\r\n\r\n"
     )
     return head.encode() + body
 
@@ -247,11 +294,14 @@ class _GuardedSocket(socket.socket):
 
 
 class _GuardedH11(H11Protocol):
-    """h11 with a deadline on each request head: armed when the connection opens and after
-    each response, cleared once the head is in, and not moved by bytes that trickle in."""
+    """h11 with a deadline on each request head (armed when the connection opens and after
+    each response, cleared once the head is in) and on each request body (armed once the head
+    is in, cleared once the body is), neither moved by bytes that trickle in."""
 
     _guard: ClassVar[ConnectionGuard]
     _head_timer: asyncio.TimerHandle | None = None
+    _body_timer: asyncio.TimerHandle | None = None
+    _linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -259,25 +309,53 @@ class _GuardedH11(H11Protocol):
         self._await_head()
 
     def data_received(self, data: bytes) -> None:
+        if self._linger_timer is not None:
+            return  # the rest of a body whose response is sent: for no one
         super().data_received(data)
-        if self._head_timer is not None and self.conn.their_state is not h11.IDLE:
+
+    def handle_events(self) -> None:
+        # Here, not in data_received: after a response uvicorn reads pipelined requests too.
+        super().handle_events()
+        state = self.conn.their_state
+        if state is h11.IDLE:
+            return
+        if self._head_timer is not None:
             self._head_in()
+        if state is h11.SEND_BODY:
+            if self._body_timer is None and not self.transport.is_closing():
+                self._body_timer = self.loop.call_later(
+                    self._guard.limits.body_timeout, self._body_timed_out
+                )
+        elif self._body_timer is not None:
+            self._body_timer.cancel()  # the body is in: whatever the answer takes is fine
+            self._body_timer = None
 
     def on_response_complete(self) -> None:
+        body_unread = self.conn.their_state is h11.SEND_BODY
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if self.transport.is_closing():
+            return
+        if body_unread:
+            # The connection cannot carry another request until that body ends, which the
+            # client decides: end the connection instead.
+            self._linger()
+        elif self.conn.their_state is h11.IDLE:
             self._await_head()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._head_in()
+        self._cancel_timers()
         self._guard.lost(self)
         super().connection_lost(exc)
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         # The connection goes to another protocol; this one never hears of it again.
-        self._head_in()
+        self._cancel_timers()
         self._guard.lost(self)
         super().handle_websocket_upgrade(event)
+
+    def _unsupported_upgrade_warning(self) -> None:
+        # uvicorn's two warnings for each such request, as one flood-limited line.
+        self._guard.upgrades.event()
 
     def _await_head(self) -> None:
         if self._head_timer is not None:
@@ -300,15 +378,45 @@ class _GuardedH11(H11Protocol):
             self._guard.timed_out.event()
             self.close_idle()
 
+    def _body_timed_out(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
+            return
+        if self.cycle.response_started:
+            return  # answered without the body: the end of the response ends the connection
+        self._guard.body_timed_out.event()
+        # The app, waiting for the body, hears that the client is gone, and sends nothing.
+        self.cycle.disconnected = True
+        self.cycle.message_event.set()
+        self.transport.write(self._guard.late_body)
+        self._linger()
+
+    def _linger(self) -> None:
+        """End a connection whose response is sent while its request's body is still coming:
+        say so (FIN after the response), drop what still comes for a moment, then close. It
+        counts as idle meanwhile, so a new connection may close it at once for room."""
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._linger_timer = self.loop.call_later(LINGER_SECONDS, self.close_idle)
+        self.flow.resume_reading()
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._guard.became_idle(self)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._head_timer, self._body_timer, self._linger_timer):
+            if timer is not None:
+                timer.cancel()
+        self._head_timer = self._body_timer = self._linger_timer = None
+
     def close_idle(self) -> None:
         """Close a connection that has no request in progress."""
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._cancel_timers()
         if self.transport.is_closing():
             return
         try:
             self.conn.send(h11.ConnectionClosed())
         except h11.LocalProtocolError:
-            pass  # half a request head came: there is nothing to end cleanly
+            pass  # half a request, or an unread body: there is nothing to end cleanly
         self.transport.close()
