@@ -128,7 +128,7 @@ def test_hardening_an_index_whose_folder_cannot_be_written_works_in_a_temporary_
     def refused(path: Path) -> Path:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr("webagents.skills.memory.index.ensure_private_dir", refused)
+    monkeypatch.setattr("webagents.skills.memory.index_db.ensure_private_dir", refused)
     cache = root / ".index.sqlite"
     unwritable = MemoryIndex(NoteStore(root), cache=cache)
     unwritable.rebuild()
@@ -165,14 +165,14 @@ def test_hardening_an_index_whose_file_fills_up_is_kept_in_memory_instead(
     for n in range(40):
         note = Note("owner", f"n{n}", f"word{n} " * 200, f"Note {n}", "2026-11-30T10:00:00+00:00")
         (folder / f"n{n}.md").write_text(note.render())
-    working = index_module._working_database
+    working = index_module.working_database
 
     def full_disk(cache: Path | None, *, copy_of: Path | None = None) -> object:
         db, file = working(cache, copy_of=copy_of)
         db.execute("PRAGMA max_page_count = 12")  # as if the disk were full past 12 pages
         return db, file
 
-    monkeypatch.setattr(index_module, "_working_database", full_disk)
+    monkeypatch.setattr(index_module, "working_database", full_disk)
     cache = root / ".index.sqlite"
     index = MemoryIndex(NoteStore(root), cache=cache)
     index.rebuild()

@@ -17,7 +17,8 @@ from webagents.caller import Caller, shown_to_owner
 from webagents.context import Context
 from webagents.model import ModelRequest
 from webagents.skills.memory.skill import MemorySkill
-from webagents.skills.session.store import LocalSessionStore, caller_hash, new_session
+from webagents.skills.session import new_session
+from webagents.skills.session.store import LocalSessionStore, caller_hash
 from webagents.testing import FunctionModel, ScriptedServer
 
 from ..conftest import write_agent

@@ -20,13 +20,8 @@ import click
 from ..caller import shown_to_owner
 from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
-from ..skills.session.store import (
-    LocalSessionStore,
-    SessionError,
-    SessionFile,
-    caller_hash,
-    read_session,
-)
+from ..skills.session.session_file import SessionError, SessionFile, read_session
+from ..skills.session.store import LocalSessionStore, caller_hash
 from . import current_profile, profile_option, run_or_exit
 from .owner import (
     FAILURE_EXIT,

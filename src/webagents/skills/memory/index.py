@@ -11,23 +11,18 @@ taken in by the next query, all of them in one transaction (`record`).
 User text never reaches FTS5's query syntax: a query is split into words and each is matched
 as a quoted phrase, and the namespaces a caller may read are bound parameters.
 
-The index does not hold the notes' text in memory: it lives in a working file of its own
-beside the notes (0600, removed from the folder as soon as it is opened, so it goes when the
-index closes or the process ends), read through a page cache of CACHE_MIB, and a start reads
+The index does not hold the notes' text in memory: its database lives in a working file
+(`index_db`: the schema, that file and the cache copy of it between starts), and a start reads
 the files in batches bounded in bytes. The operating system's file cache keeps it quick.
 Where that file cannot grow at a start (a full disk), the index is kept in memory instead.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import logging
-import os
 import re
-import secrets
-import shutil
 import sqlite3
 import threading
 import time
@@ -36,7 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._files import ensure_private_dir
+from .index_db import SCHEMA, Descriptor, is_current, save_copy, working_database
 from .layout import is_key
 from .note_file import FileState, Note, NoteFormatError, Problem, read_written
 from .notes import Change, NoteStore
@@ -45,8 +40,6 @@ log = logging.getLogger("webagents.memory")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
-CACHE_VERSION = 4
-"""Bumped whenever the schema below changes, so that an older cache file is not used."""
 RECHECK_SECONDS = 1.0
 """When a namespace is next due to be checked file by file, for files edited in place (which
 change neither its generation nor its folder): this long after its last check. Within the
@@ -59,37 +52,6 @@ RECHECK_BUDGET_SECONDS = 0.02
 first (at least one), the rest at the next queries. So a query over every namespace (the
 owner's) costs a bounded amount, not a stat of every note. A namespace not yet checked since
 the start, or with a note added or removed, is always checked before it is read."""
-CACHE_MIB = 8
-"""SQLite's page cache for the index: what it holds in memory of it at most (the rest is
-read from its file, which the operating system caches), not the notes' whole text."""
-
-_SCHEMA = """
-CREATE TABLE notes (
-    id INTEGER PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    key TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    description TEXT NOT NULL,
-    summary TEXT NOT NULL,
-    content TEXT NOT NULL,
-    updated TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
-    ino INTEGER NOT NULL,
-    ctime_ns INTEGER NOT NULL,
-    nsid TEXT NOT NULL,
-    UNIQUE (namespace, key)
-);
-CREATE INDEX notes_by_time ON notes (namespace, kind, updated);
-CREATE TABLE seen (namespace TEXT PRIMARY KEY, generation INTEGER, folder_mtime_ns INTEGER);
-CREATE VIRTUAL TABLE notes_fts USING fts5(
-    key, description, content, nsid, content='notes', content_rowid='id', tokenize='unicode61'
-);
-CREATE TRIGGER notes_deleted AFTER DELETE ON notes BEGIN
-    INSERT INTO notes_fts (notes_fts, rowid, key, description, content, nsid)
-    VALUES ('delete', old.id, old.key, old.description, old.content, old.nsid);
-END;
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +91,10 @@ class MemoryIndex:
         self.cache = cache
         """A file the index is kept in between starts (None: rebuilt from scratch each time)."""
         self._db: sqlite3.Connection
-        self._file: _Descriptor | None
+        self._file: Descriptor | None
         """This index's own descriptor of its working file (to copy it to the cache)."""
-        self._db, self._file = _working_database(cache)
-        self._db.executescript(_SCHEMA)
+        self._db, self._file = working_database(cache)
+        self._db.executescript(SCHEMA)
         self._in_memory = False
         """Where the index could not work in a file, it is an in-memory database instead."""
         self._lock = threading.RLock()
@@ -262,15 +224,15 @@ class MemoryIndex:
             self._db = sqlite3.connect(":memory:", check_same_thread=False)
         elif self.cache is not None and self.cache.exists():
             try:
-                self._db, self._file = _working_database(self.cache, copy_of=self.cache)
-                if self._db.execute("PRAGMA user_version").fetchone()[0] == CACHE_VERSION:
+                self._db, self._file = working_database(self.cache, copy_of=self.cache)
+                if is_current(self._db):
                     return True
             except (OSError, sqlite3.Error) as exc:
                 log.warning("memory: the index cache %s cannot be used (%s)", self.cache, exc)
             self.close()
         if not self._in_memory:
-            self._db, self._file = _working_database(self.cache)
-        self._db.executescript(_SCHEMA)
+            self._db, self._file = working_database(self.cache)
+        self._db.executescript(SCHEMA)
         return False
 
     def _save_cache(self) -> None:
@@ -280,28 +242,7 @@ class MemoryIndex:
         if self.cache is None:
             return
         assert not self._db.in_transaction
-        tmp = self.cache.with_name(f".{self.cache.name}.{os.getpid()}.tmp")
-        try:
-            ensure_private_dir(self.cache.parent)
-            self._db.execute(f"PRAGMA user_version = {CACHE_VERSION}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            try:
-                if self._file is not None:
-                    _copy(self._file.fd, fd)
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            if self._file is None:  # SQLite's temporary file, or memory: through SQLite
-                target = sqlite3.connect(tmp)
-                try:
-                    self._db.backup(target)
-                finally:
-                    target.close()
-            os.replace(tmp, self.cache)
-        except (OSError, sqlite3.Error) as exc:
-            log.warning("memory: the index cache %s was not written (%s)", self.cache, exc)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        save_copy(self._db, self._file, self.cache)
 
     def refresh(self, namespaces: Iterable[str]) -> None:
         """Rescan each of `namespaces` that changed since it was last indexed, and check
@@ -477,78 +418,6 @@ class MemoryIndex:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-
-def _working_database(
-    cache: Path | None, *, copy_of: Path | None = None
-) -> tuple[sqlite3.Connection, _Descriptor | None]:
-    """A new working database for an index, and a descriptor of its file: a file of its own
-    beside the cache (0600, in the private memory folder), holding a copy of `copy_of` if
-    given, and unlinked once SQLite and the descriptor have it open, so that it goes with
-    the index (or the process) and no one else opens it. SQLite keeps at most CACHE_MIB of it
-    in memory. Without a cache path (or where that folder cannot be written), SQLite's own
-    private temporary file (unlinked too), and no descriptor."""
-    path = None
-    if cache is not None:
-        try:
-            ensure_private_dir(cache.parent)
-            path = cache.with_name(f".{cache.name}.{secrets.token_hex(8)}.work")
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-        except OSError as exc:
-            log.warning(
-                "memory: the index works in a temporary file, as %s cannot be written (%s)",
-                cache.parent,
-                exc,
-            )
-            path = None
-    db = None
-    try:
-        if path is not None and copy_of is not None:
-            shutil.copyfile(copy_of, path)
-        db = sqlite3.connect(path or "", check_same_thread=False)
-        # No journal file (the database goes with the index; rollbacks still work), no
-        # fsyncs, no memory mapping, and a bounded page cache.
-        db.execute("PRAGMA journal_mode = MEMORY")
-        db.execute("PRAGMA synchronous = OFF")
-        db.execute("PRAGMA mmap_size = 0")
-        db.execute(f"PRAGMA cache_size = -{CACHE_MIB * 1024}")
-        file = None if path is None else _Descriptor(os.open(path, os.O_RDONLY | os.O_NOFOLLOW))
-    except BaseException:
-        if db is not None:
-            db.close()
-        raise
-    finally:
-        if path is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-    return db, file
-
-
-class _Descriptor:
-    """A file descriptor that is closed when dropped, as the index's connection is (an index
-    need not be closed: a process may keep it to its end)."""
-
-    __slots__ = ("fd",)
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
-            os.close(fd)
-
-    __del__ = close
-
-
-def _copy(source: int, target: int) -> None:
-    """The whole file `source` (from its start, wherever its offset is) onto `target`."""
-    offset = 0
-    while chunk := os.pread(source, 1 << 20, offset):
-        offset += len(chunk)
-        view = memoryview(chunk)
-        while view:
-            view = view[os.write(target, view) :]
 
 
 _BATCH = 4096

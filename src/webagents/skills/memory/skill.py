@@ -1,9 +1,9 @@
 """The `memory` skill: notes that last between conversations, kept apart for every caller.
 
 Every read and write asks `rights` what the verified caller may do; the model's arguments
-choose only among what is allowed (M3). The tools each caller sees are built for its kind:
-only the owner's carry `namespace`, and a caller who may write nothing is not offered
-memory_write or memory_forget.
+choose only among what is allowed (M3). This module owns what the tools do, the `## Memory`
+block, episodes (M10) and /memory (M11); the settings are `settings`'s, and the tools as
+each kind of caller sees them (only the owner's carry `namespace`) are `tools`'s.
 """
 
 from __future__ import annotations
@@ -11,19 +11,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
-import json
 import logging
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Any
 
 from ..._files import LinkRefused
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
 from ...compaction import Compaction, CompactionSpec, Summary
 from ...context import AgentInfo, Context, is_conversation_id
-from ...errors import ConfigError, ToolError, validation_problems
+from ...errors import ConfigError, ToolError
 from ..base import ChatIO, Skill, SlashCommand, Tool
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, check_key
@@ -31,6 +28,8 @@ from .note_file import Note, NoteFormatError, first_line_summary
 from .notes import Limits, NoteStore
 from .prompt import memory_block
 from .rights import Rights, rights_of
+from .settings import MemorySettings
+from .tools import toolset
 
 log = logging.getLogger("webagents.memory")
 
@@ -40,77 +39,6 @@ MAX_SNAPSHOTS = 200
 """Block snapshots kept per caller: the oldest go when a caller starts more conversations."""
 MAX_LISTED = 500
 INDEX_CACHE = ".index.sqlite"
-WriteTarget = Literal["owner", "shared"]
-
-
-class MemorySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    local: bool = Field(default=True, description="keep notes in the agent's folder")
-    portal: bool = Field(default=False, description="keep notes on the portal as well")
-    notes_budget: int = Field(default=4000, ge=0, description="characters of index in the prompt")
-    compaction: int | CompactionSpec | None = Field(
-        default=None,
-        description="legacy: prompt tokens that trigger a summary, or {threshold, keep} as in "
-        "the agent file's compaction: block",
-    )
-    caller_notes: int | None = Field(
-        default=1000, ge=1, description="notes (summaries included) one caller may keep"
-    )
-    caller_note_bytes: int | None = Field(
-        default=10_000_000, ge=1, description="bytes of notes one caller may keep"
-    )
-    owner_notes: int | None = Field(
-        default=None, ge=1, description="notes in owner and in shared, each (none: no limit)"
-    )
-    owner_note_bytes: int | None = Field(
-        default=None, ge=1, description="bytes of notes in owner and in shared, each"
-    )
-    channel_senders: int | None = Field(
-        default=10_000, ge=1, description="channel senders that may keep notes"
-    )
-    jwt_callers: int | None = Field(
-        default=10_000, ge=1, description="callers verified by a JWT issuer that may keep notes"
-    )
-
-    @field_validator("compaction", mode="before")
-    @classmethod
-    def _legacy_compaction(cls, value: Any) -> Any:
-        # One message for whichever form was meant, not pydantic's one per form of the union.
-        if value is None or isinstance(value, CompactionSpec):
-            return value
-        if isinstance(value, dict):
-            try:
-                return CompactionSpec.model_validate(value)
-            except ValidationError as exc:
-                raise ValueError(
-                    validation_problems(
-                        exc,
-                        unknown=lambda where: (
-                            f"unknown key {where!r} (it takes: "
-                            + ", ".join(CompactionSpec.model_fields)
-                            + ")"
-                        ),
-                        wrong=lambda where, message: f"{where}: {message}",
-                    )
-                ) from None
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        raise ValueError(
-            "give a number of prompt tokens (more than 0), or {threshold, keep} as in the "
-            "compaction: block"
-        )
-
-    @model_validator(mode="after")
-    def _a_tier(self) -> MemorySettings:
-        if not self.local and not self.portal:
-            raise ValueError("at least one of local and portal must be true")
-        if self.portal:
-            raise ValueError(
-                "portal: true needs the portal tier, which this version does not have yet; "
-                "keep local: true"
-            )
-        return self
 
 
 def _is_namespace(value: str) -> bool:
@@ -129,7 +57,7 @@ class MemorySkill(Skill[MemorySettings]):
         super().__init__(settings, **values)
         self._store: NoteStore | None = None
         self._index: MemoryIndex | None = None
-        self._toolsets = {kind: _toolset(self, kind) for kind in ("owner", "writer", "reader")}
+        self._toolsets = {kind: toolset(self, kind) for kind in ("owner", "writer", "reader")}
 
     # -- set up -------------------------------------------------------------------------------
 
@@ -464,84 +392,3 @@ def _full(note: Note) -> dict[str, Any]:
     if note.kind != "note":
         result["kind"] = note.kind
     return result
-
-
-def _toolset(skill: MemorySkill, kind: str) -> list[Tool]:
-    """The memory tools as one kind of caller sees them (M3, M4).
-
-    The owner's carry an optional `namespace`; everyone else's are the same tools with that
-    parameter taken out of the schema and refused if sent anyway. A caller who may write
-    nothing gets neither memory_write nor memory_forget.
-    """
-
-    async def memory_search(ctx: Context, query: str, namespace: str | None = None) -> Any:
-        """Search the notes and earlier-conversation summaries you may read.
-
-        Args:
-            query: words to look for
-            namespace: only this namespace (owner, shared or caller:<identity>)
-        """
-        return await skill.search(ctx, query, namespace)
-
-    async def memory_read(ctx: Context, key: str, namespace: str | None = None) -> Any:
-        """Read one note in full: its content, description and when it changed.
-
-        Args:
-            key: the note's key (yours first, then the shared one)
-            namespace: read from this namespace instead
-        """
-        return await skill.read(ctx, key, namespace)
-
-    async def memory_write(
-        ctx: Context,
-        key: str,
-        content: str,
-        description: str = "",
-        namespace: WriteTarget | None = None,
-    ) -> Any:
-        """Save or replace a note by key, with a one-line description.
-
-        Args:
-            key: a short slug such as preferences or launch-plan
-            content: the note, in Markdown
-            description: one line saying what the note is about
-            namespace: owner (yours, the default) or shared (every caller reads it)
-        """
-        return await skill.write(ctx, key, content, description, namespace)
-
-    async def memory_forget(ctx: Context, key: str, namespace: WriteTarget | None = None) -> Any:
-        """Remove a note.
-
-        Args:
-            key: the note's key
-            namespace: owner (yours, the default) or shared
-        """
-        return await skill.forget(ctx, key, namespace)
-
-    async def memory_list(ctx: Context, namespace: str | None = None) -> Any:
-        """List the notes you may read, with their descriptions, newest first.
-
-        Args:
-            namespace: only this namespace (owner, shared or caller:<identity>)
-        """
-        return await skill.list(ctx, namespace)
-
-    functions: list[Any] = [memory_search, memory_read, memory_list]
-    if kind != "reader":
-        functions[2:2] = [memory_write, memory_forget]
-    tools = [Tool.from_function(fn) for fn in functions]
-    return tools if kind == "owner" else [_without_namespace(tool) for tool in tools]
-
-
-def _without_namespace(tool: Tool) -> Tool:
-    """The tool as a caller other than the owner sees it: no `namespace` to give."""
-    parameters = json.loads(json.dumps(tool.parameters))
-    parameters["properties"].pop("namespace", None)
-    handler = tool.handler
-
-    async def refuse_namespace(ctx: Context, arguments: dict[str, Any]) -> Any:
-        if "namespace" in arguments:
-            raise ToolError("invalid arguments: namespace: this tool takes no such argument")
-        return await handler(ctx, arguments)
-
-    return Tool(tool.name, tool.description, parameters, refuse_namespace)

@@ -1,17 +1,9 @@
 """The session skill: conversations kept per caller, and its store."""
 
+from .limits import SessionLimitError
+from .session_file import SessionError, SessionFile, SessionLinkError, new_session, read_session
 from .skill import SessionSettings, SessionSkill
-from .store import (
-    LocalSessionStore,
-    SessionError,
-    SessionFile,
-    SessionLimitError,
-    SessionLinkError,
-    SessionStore,
-    SessionSummary,
-    new_session,
-    read_session,
-)
+from .store import LocalSessionStore, SessionStore, SessionSummary
 
 __all__ = [
     "LocalSessionStore",

@@ -21,7 +21,8 @@ from ...context import AgentInfo, Context
 from ...errors import ConfigError
 from ..base import Restored, Skill
 from ..memory.rights import rights_of
-from .store import LocalSessionStore, SessionFile, Version, new_session, title_of
+from .session_file import SessionFile, Version, new_session, title_of
+from .store import LocalSessionStore
 
 if TYPE_CHECKING:
     from ..._loop import TurnResult
