@@ -578,3 +578,56 @@ def test_hardening_quota_session_byte_settings_are_checked(tmp_path: Path) -> No
         write_agent(tmp_path / "a", "skills:\n  - session: {caller_session_bytes: null}")
     )
     assert agent.skill("session").settings.caller_session_bytes is None  # type: ignore[union-attr]
+
+
+def test_hardening_quota_a_session_limit_is_not_retried_by_the_official_client(
+    tmp_path: Path,
+) -> None:
+    """A turn refused for a limit on what is kept would only run again and be refused again:
+    the 429 says `X-Should-Retry: false`, and the official client (which retries a 429 twice
+    by default) asks once."""
+    import openai
+
+    folder = tmp_path / "helper"
+    model = FunctionModel(_echo)
+    agent = _agent(folder, model, caller_session_bytes=2000)
+    with _client(agent) as client:
+        caller = openai.OpenAI(
+            api_key="alice-key", base_url="http://testserver/v1", http_client=client
+        )
+        with pytest.raises(openai.RateLimitError) as refused:
+            caller.chat.completions.create(
+                model="helper",
+                messages=[{"role": "user", "content": "y" * 3000}],
+                metadata={"session_id": "big"},
+            )
+    assert refused.value.response.headers["x-should-retry"] == "false"
+    assert refused.value.code == "session_limit"
+    assert len(model.requests) == 1
+
+
+async def test_hardening_s7_a_hard_linked_journal_is_refused_and_the_other_callers_untouched(
+    tmp_path: Path,
+) -> None:
+    """A journal with a second name (a hard link to another caller's) is neither appended to
+    nor read: one caller's turn must never land in another's conversation."""
+    folder = tmp_path / "helper"
+    agent = _agent(folder)
+    for caller in (BOB, ALICE):
+        for text in ("first", "second"):  # the second turn is appended to the journal
+            await (await agent.start(caller, conversation_id="hl")).send(text)
+    callers = _root(folder) / "callers"
+    bobs = callers / caller_hash(BOB.namespace or "") / ".hl.journal"
+    alices = callers / caller_hash(ALICE.namespace or "") / ".hl.journal"
+    assert bobs.is_file() and alices.is_file()
+    alices.unlink()
+    os.link(bobs, alices)
+    before = bobs.read_bytes()
+    with pytest.raises(SessionLinkError) as refused:
+        await (await agent.start(ALICE, conversation_id="hl")).send("injected")
+    assert str(refused.value) == (
+        f"{alices} is a file with another name (a hard link); nothing is written through it "
+        "(replace it with a real folder or file, or remove it); the conversations there are "
+        "neither read nor kept"
+    )
+    assert bobs.read_bytes() == before

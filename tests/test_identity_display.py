@@ -56,15 +56,22 @@ def test_hardening_lookalike_spaces_at_the_ends_or_doubled_are_shown_escaped() -
         f"a\\u0020\\u0020b (#{tag('a  b')})",
         f"\\u0020 (#{tag(' ')})",
     ]
+    # Where an identity begins inside a namespace: after `caller:`, or after an issuer's `#`.
+    plain, jwt = "caller: bob@example.com", "caller:jwt:https://id.test# alice"
+    assert [shown_to_owner(plain), shown_to_owner(jwt)] == [
+        f"caller:\\u0020bob@example.com (#{tag(plain)})",
+        f"caller:jwt:https://id.test#\\u0020alice (#{tag(jwt)})",
+    ]
 
 
 @given(st.text(alphabet=" ab\\u0430", max_size=8))
 def test_hardening_lookalike_what_is_shown_has_no_space_that_could_pass_unseen(
     identity: str,
 ) -> None:
-    shown = shown_to_owner(identity).split(" (#")[0]
+    shown = shown_to_owner(f"caller:{identity}").split(" (#")[0]
     assert shown == shown.strip(" ")
     assert "  " not in shown
+    assert not shown.startswith("caller: ")
 
 
 async def test_hardening_memory_report_shows_a_lookalike_escaped(tmp_path: Path) -> None:

@@ -53,18 +53,20 @@ def shown_to_owner(identity: str) -> str:
     """An identity (or a namespace naming one) as the owner's views print it: never two alike.
 
     Printable ASCII is shown as it is (a backslash doubled); any other character, and a space
-    at either end or beside another, as a `\\uXXXX` escape, and then a short hash of the
+    at either end (also just after a namespace's `caller:` or an issuer's `#`) or beside
+    another, as a `\\uXXXX` escape, and then a short hash of the
     whole identity is added, so a lookalike (a Cyrillic `\\u0430` for the `a` of
     `bob@example.com`, or a trailing space) cannot pass for another caller on screen or in a
     log. Different identities always show differently: the escaping can be
     read back.
     """
     last = len(identity) - 1
-    # A space at either end, or beside another, would pass unseen: it is shown escaped.
+    # A space at either end (of the identity, or of one inside a namespace: after `caller:`
+    # or an issuer's `#`), or beside another, would pass unseen: it is shown escaped.
     odd = {
         i
         for i, ch in enumerate(identity)
-        if ch == " " and (i in (0, last) or identity[i - 1] == " " or identity[i + 1] == " ")
+        if ch == " " and (i in (0, last) or identity[i - 1] in " :#" or identity[i + 1] == " ")
     }
     shown = "".join("\\u0020" if i in odd else _shown_char(ch) for i, ch in enumerate(identity))
     if not odd and all(0x20 <= ord(ch) < 0x7F for ch in identity):

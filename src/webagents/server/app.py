@@ -274,12 +274,24 @@ def _out_of_descriptors(exc: BaseException) -> str | None:
     return None
 
 
+def _retry_headers(status: int, code: str | None) -> dict[str, str] | None:
+    """Whether a client should send the request again, for the clients that retry by
+    themselves (the official ones retry a 429 or a 5xx twice unless told not to)."""
+    if status == 503:
+        return {"Retry-After": "1"}  # a moment's shortage (connections, descriptors)
+    if code == "session_limit":
+        # A limit on what is kept: the same request would run the turn again and be refused
+        # again, its model calls and tools paid each time.
+        return {"X-Should-Retry": "false"}
+    return None
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     def respond(status: int, message: str, code: str | None = None) -> JSONResponse:
-        # Every 503 is a moment's shortage (connections, descriptors): say when to come back.
-        retry = {"Retry-After": "1"} if status == 503 else None
         return JSONResponse(
-            error_body(message, error_type(status), code), status_code=status, headers=retry
+            error_body(message, error_type(status), code),
+            status_code=status,
+            headers=_retry_headers(status, code),
         )
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:

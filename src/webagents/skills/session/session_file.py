@@ -145,7 +145,8 @@ def journal_path(path: Path) -> Path:
 
 def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] | None:
     """A kept file's bytes and stat, never through a link (a link is a SessionLinkError, as
-    on the write paths: not a damaged file); None when there is none."""
+    on the write paths: not a damaged file); None when there is none. A file with a second
+    name (a hard link) is refused too: it could be another caller's conversation or journal."""
     try:
         fd = os.open(
             path.name if dir_fd is not None else path,
@@ -163,6 +164,8 @@ def _read_plain(path: Path, dir_fd: int | None) -> tuple[bytes, os.stat_result] 
         info = os.fstat(file.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise SessionError(f"{path} is not a plain file; it is left as it is")
+        if info.st_nlink > 1:
+            raise _link_error(LinkRefused(path, "a file with another name (a hard link)"))
         return file.read(), info
 
 

@@ -235,7 +235,8 @@ class LocalSessionStore:
             return None  # written whole, it may take less (a shorter conversation): see there
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
         fd = refused_links(
-            journal, lambda: open_file_at(dir_fd, journal.name, flags, where=journal)
+            journal,
+            lambda: open_file_at(dir_fd, journal.name, flags, where=journal, single=True),
         )
         try:
             written = 0
@@ -349,7 +350,9 @@ class LocalSessionStore:
         try:
             lock = self.folder(namespace) / ".lock"
             flags = os.O_RDWR | os.O_CREAT
-            fd = refused_links(lock, lambda: open_file_at(dir_fd, lock.name, flags, where=lock))
+            fd = refused_links(
+                lock, lambda: open_file_at(dir_fd, lock.name, flags, where=lock, single=True)
+            )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield dir_fd
