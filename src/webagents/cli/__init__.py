@@ -230,3 +230,12 @@ def _owner_tools() -> None:
 
 
 _owner_tools()
+
+
+def _portal_commands() -> None:
+    from .portal import portal
+
+    main.add_command(portal)
+
+
+_portal_commands()

@@ -1,0 +1,204 @@
+"""`webagents portal serve|migrate|adduser|apikey` as real processes (P1), on SQLite and on
+PostgreSQL: a user added and a key made at the command line work against a served portal,
+where a browser signs up and in over real HTTP; the embedded database is kept private."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import child_env, webagents_command
+
+from .conftest import PASSWORD, csrf_of
+
+_SERVING = re.compile(r"webagents portal: serving at (http://127\.0\.0\.1:\d+) ")
+
+
+def portal(
+    tmp_path: Path, *args: str, stdin: str = "", umask: int = -1
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [webagents_command(), "portal", *args],
+        input=stdin,
+        env=child_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        umask=umask,
+        check=False,
+    )
+
+
+class Served:
+    """A running `webagents portal serve`."""
+
+    def __init__(self, tmp_path: Path, *args: str) -> None:
+        self.popen = subprocess.Popen(
+            [webagents_command(), "portal", "serve", "--port", "0", *args],
+            env=child_env(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        self.url = self._wait_for_url()
+
+    def _drain(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.append(line)
+
+    def _wait_for_url(self) -> str:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.popen.poll() is None:
+            found = _SERVING.search("".join(self.lines))
+            if found:
+                return found.group(1)
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError("the portal did not start:\n" + "".join(self.lines))
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._reader.join(timeout=15)
+        if self.popen.stdout is not None:
+            self.popen.stdout.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path, fresh_database_url: str) -> Iterator[Served]:
+    server = Served(tmp_path, "--database", fresh_database_url)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_p1_adduser_and_apikey_work_against_a_served_portal(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    added = portal(
+        tmp_path, "adduser", "alice", "--database", fresh_database_url, stdin=PASSWORD + "\n"
+    )
+    assert added.returncode == 0, added.stderr
+    assert re.fullmatch(r"webagents portal: added user alice \([0-9a-f-]{36}\)\n", added.stdout)
+    made = portal(tmp_path, "apikey", "alice", "--name", "ci", "--database", fresh_database_url)
+    assert made.returncode == 0, made.stderr
+    lines = made.stdout.splitlines()
+    assert lines[:-1] == ["webagents portal: new API key 'ci' for alice (shown once):"]
+    key = lines[-1]
+    assert re.fullmatch(r"rok_[A-Za-z0-9_-]{43}", key)
+
+    with httpx.Client(base_url=served.url) as http:
+        me = http.get("/api/users/me", headers={"Authorization": f"Bearer {key}"})
+        assert (me.status_code, me.json()["user"]["username"]) == (200, "alice")
+        # The user added at the command line signs in on the pages.
+        token = csrf_of(http.get("/signin").text)
+        signed = http.post(
+            "/signin", data={"csrf_token": token, "username": "alice", "password": PASSWORD}
+        )
+        assert (signed.status_code, signed.headers["location"]) == (303, "/")
+        assert "<h1>Signed in as alice</h1>" in http.get("/").text
+
+
+def test_p1_sign_up_sign_in_and_sign_out_over_real_http(served: Served) -> None:
+    with httpx.Client(base_url=served.url) as http:
+        token = csrf_of(http.get("/signup").text)
+        up = http.post(
+            "/signup", data={"csrf_token": token, "username": "bob", "password": PASSWORD}
+        )
+        assert (up.status_code, up.headers["location"]) == (303, "/")
+        home = http.get("/")
+        assert "<h1>Signed in as bob</h1>" in home.text
+        out = http.post("/signout", data={"csrf_token": csrf_of(home.text)})
+        assert (out.status_code, out.headers["location"]) == (303, "/signin")
+        assert http.get("/").headers["location"] == "/signin?next=%2F"
+        token = csrf_of(http.get("/signin").text)
+        wrong = http.post(
+            "/signin", data={"csrf_token": token, "username": "bob", "password": "nope"}
+        )
+        assert wrong.status_code == 401
+        right = http.post(
+            "/signin", data={"csrf_token": token, "username": "bob", "password": PASSWORD}
+        )
+        assert right.status_code == 303
+        assert "<h1>Signed in as bob</h1>" in http.get("/").text
+
+
+def test_p1_portal_commands_refuse_with_what_to_do(tmp_path: Path, fresh_database_url: str) -> None:
+    unknown = portal(tmp_path, "apikey", "nobody", "--database", fresh_database_url)
+    assert (unknown.returncode, unknown.stdout, unknown.stderr) == (
+        1,
+        "",
+        "error: no user 'nobody': add one with webagents portal adduser nobody\n",
+    )
+    short = portal(tmp_path, "adduser", "carol", "--database", fresh_database_url, stdin="short\n")
+    assert (short.returncode, short.stderr) == (
+        1,
+        "error: choose a password of at least 10 characters\n",
+    )
+    twice = [
+        portal(tmp_path, "adduser", "dave", "--database", fresh_database_url, stdin=PASSWORD)
+        for _ in range(2)
+    ]
+    assert [t.returncode for t in twice] == [0, 1]
+    assert twice[1].stderr == "error: the username 'dave' is taken: choose another\n"
+    bad = portal(tmp_path, "migrate", "--database", "mysql://u@h/db")
+    assert (bad.returncode, bad.stderr) == (
+        2,
+        "error: the portal keeps its data in SQLite or PostgreSQL, not 'mysql' (--database or "
+        "WEBAGENTS_PORTAL_DATABASE_URL): write sqlite:///PATH/portal.db or "
+        "postgresql+psycopg://USER:PASSWORD@HOST/DATABASE\n",
+    )
+
+
+def test_p1_migrate_brings_the_database_to_head_and_can_run_again(
+    tmp_path: Path, fresh_database_url: str
+) -> None:
+    for _ in range(2):
+        done = portal(tmp_path, "migrate", "--database", fresh_database_url)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.endswith(" is at revision 0001\n")
+
+
+def test_p1_embedded_database_is_private(tmp_path: Path) -> None:
+    """The default database lives under the profile's ~/.webagents/portal/: 0700 and 0600,
+    whatever the umask."""
+    added = portal(tmp_path, "adduser", "alice", stdin=PASSWORD, umask=0)
+    assert added.returncode == 0, added.stderr
+    home = tmp_path / "home" / ".webagents"
+    folder = home / "portal"
+    assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    files = sorted(os.listdir(folder))
+    assert "portal.db" in files
+    assert {name: stat.S_IMODE(os.stat(folder / name).st_mode) for name in files} == dict.fromkeys(
+        files, 0o600
+    )
+
+
+def test_p1_profile_keeps_its_own_portal_database(tmp_path: Path) -> None:
+    added = portal(tmp_path, "adduser", "alice", "--profile", "work", stdin=PASSWORD, umask=0)
+    assert added.returncode == 0, added.stderr
+    assert (tmp_path / "home" / ".webagents-work" / "portal" / "portal.db").is_file()
+    assert not (tmp_path / "home" / ".webagents").exists()
+    elsewhere = portal(tmp_path, "apikey", "alice")  # the default profile has no alice
+    assert elsewhere.returncode == 1
