@@ -146,20 +146,20 @@ def test_p1_sign_up_sign_in_and_sign_out_over_real_http(served: Served) -> None:
 def test_p1_portal_commands_refuse_with_what_to_do(tmp_path: Path, fresh_database_url: str) -> None:
     unknown = portal(tmp_path, "apikey", "nobody", "--database", fresh_database_url)
     assert (unknown.returncode, unknown.stdout, unknown.stderr) == (
-        1,
+        2,
         "",
         "error: no user 'nobody': add one with webagents portal adduser nobody\n",
     )
     short = portal(tmp_path, "adduser", "carol", "--database", fresh_database_url, stdin="short\n")
     assert (short.returncode, short.stderr) == (
-        1,
+        2,
         "error: choose a password of at least 10 characters\n",
     )
     twice = [
         portal(tmp_path, "adduser", "dave", "--database", fresh_database_url, stdin=PASSWORD)
         for _ in range(2)
     ]
-    assert [t.returncode for t in twice] == [0, 1]
+    assert [t.returncode for t in twice] == [0, 2]
     assert twice[1].stderr == "error: the username 'dave' is taken: choose another\n"
     bad = portal(tmp_path, "migrate", "--database", "mysql://u@h/db")
     assert (bad.returncode, bad.stderr) == (
@@ -201,4 +201,47 @@ def test_p1_profile_keeps_its_own_portal_database(tmp_path: Path) -> None:
     assert (tmp_path / "home" / ".webagents-work" / "portal" / "portal.db").is_file()
     assert not (tmp_path / "home" / ".webagents").exists()
     elsewhere = portal(tmp_path, "apikey", "alice")  # the default profile has no alice
-    assert elsewhere.returncode == 1
+    assert elsewhere.returncode == 2
+
+
+def test_p1_two_portal_processes_share_sign_ins_and_the_sign_in_limit(
+    tmp_path: Path, fresh_database_url: str
+) -> None:
+    """Stateless processes: a sign-in made at one is valid at the other, and failures counted
+    at one count at the other."""
+    first = Served(tmp_path, "--database", fresh_database_url)
+    second = Served(tmp_path, "--database", fresh_database_url)
+    try:
+        with httpx.Client(base_url=first.url) as at_first:
+            token = csrf_of(at_first.get("/signup").text)
+            up = at_first.post(
+                "/signup", data={"csrf_token": token, "username": "alice", "password": PASSWORD}
+            )
+            assert up.status_code == 303
+            cookies = dict(at_first.cookies)
+            token = csrf_of(at_first.get("/").text)  # signing up gave a new CSRF cookie
+            for _ in range(3):
+                wrong = at_first.post(
+                    "/signin",
+                    data={"csrf_token": token, "username": "alice", "password": "guess"},
+                )
+                assert wrong.status_code == 401
+        with httpx.Client(base_url=second.url, cookies=cookies) as at_second:
+            home = at_second.get("/")
+            assert (home.status_code, "<h1>Signed in as alice</h1>" in home.text) == (200, True)
+            at_second.cookies.delete("webagents_session")
+            statuses = [
+                at_second.post(
+                    "/signin",
+                    data={
+                        "csrf_token": csrf_of(home.text),
+                        "username": "alice",
+                        "password": "guess",
+                    },
+                ).status_code
+                for _ in range(3)
+            ]
+            assert statuses == [401, 401, 429]  # 3 failures at the first + 2 here = the limit
+    finally:
+        first.stop()
+        second.stop()

@@ -36,6 +36,20 @@ def _settings(ctx: click.Context, database: str | None, profile: str | None) -> 
     return resolve_settings(database, profile=current_profile(ctx, profile))
 
 
+def _run(fn: Any, *args: Any) -> None:
+    """Run a command body: the portal's refusals (no such user, a name taken, a weak
+    password) are something for the user to fix, status 2 like a bad argument."""
+    from ..portal.errors import PortalError
+
+    def refusals_to_fix() -> None:
+        try:
+            fn(*args)
+        except PortalError as exc:
+            raise ConfigError(exc.message) from None
+
+    run_or_exit(refusals_to_fix)
+
+
 @click.group()
 def portal() -> None:
     """The self-hosted portal: accounts, API keys (and soon tokens and agents)."""
@@ -50,7 +64,7 @@ def serve(
     ctx: click.Context, host: str, port: int, database: str | None, profile: str | None
 ) -> None:
     """Serve the portal; its database is migrated first."""
-    run_or_exit(_serve, ctx, host, port, database, profile)
+    _run(_serve, ctx, host, port, database, profile)
 
 
 def _serve(
@@ -80,7 +94,7 @@ def _serve(
 @click.pass_context
 def migrate(ctx: click.Context, database: str | None, profile: str | None) -> None:
     """Bring the portal's database to the newest schema (serve does it too)."""
-    run_or_exit(_migrate, ctx, database, profile)
+    _run(_migrate, ctx, database, profile)
 
 
 def _migrate(ctx: click.Context, database: str | None, profile: str | None) -> None:
@@ -101,7 +115,7 @@ def _migrate(ctx: click.Context, database: str | None, profile: str | None) -> N
 def adduser(ctx: click.Context, username: str, database: str | None, profile: str | None) -> None:
     """Add a user; the password is asked for, or read from standard input's first line when
     it is not a terminal."""
-    run_or_exit(_adduser, ctx, username, database, profile)
+    _run(_adduser, ctx, username, database, profile)
 
 
 def _adduser(ctx: click.Context, username: str, database: str | None, profile: str | None) -> None:
@@ -131,7 +145,7 @@ def apikey(
     ctx: click.Context, username: str, name: str, database: str | None, profile: str | None
 ) -> None:
     """Make a new API key for USERNAME and print it on the last line (shown this once)."""
-    run_or_exit(_apikey, ctx, username, name, database, profile)
+    _run(_apikey, ctx, username, name, database, profile)
 
 
 def _apikey(
