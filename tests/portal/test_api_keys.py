@@ -125,7 +125,16 @@ def test_p1_another_users_key_answers_404_and_stays_valid(
             "send your API key as 'Authorization: Bearer rok_...' (make one on the portal's "
             "API keys page, or with webagents portal apikey)",
         ),
-        ("Bearer eyJhbGciOiJub25lIn0.e30.", "this credential is not a portal API key (rok_...)"),
+        (
+            "Bearer eyJhbGciOiJub25lIn0.e30.",
+            "this token was not issued by this portal for this use: run webagents login "
+            "(unknown signing key)",
+        ),
+        (
+            "Bearer not-a-token",
+            "this token was not issued by this portal for this use: run webagents login "
+            "(it is not a JWT)",
+        ),
         (
             "Bearer rok_" + "A" * 43,
             "this API key is unknown or was revoked: make a new one on the portal",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import jwt
 import pytest
 
 from tests.e2e.conftest import child_env, webagents_command
@@ -176,7 +177,7 @@ def test_p1_migrate_brings_the_database_to_head_and_can_run_again(
     for _ in range(2):
         done = portal(tmp_path, "migrate", "--database", fresh_database_url)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.endswith(" is at revision 0001\n")
+        assert done.stdout.endswith(" is at revision 0002\n")
 
 
 def test_p1_embedded_database_is_private(tmp_path: Path) -> None:
@@ -207,10 +208,11 @@ def test_p1_profile_keeps_its_own_portal_database(tmp_path: Path) -> None:
 def test_p1_two_portal_processes_share_sign_ins_and_the_sign_in_limit(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
-    """Stateless processes: a sign-in made at one is valid at the other, and failures counted
-    at one count at the other."""
-    first = Served(tmp_path, "--database", fresh_database_url)
-    second = Served(tmp_path, "--database", fresh_database_url)
+    """Stateless processes: a sign-in made at one is valid at the other, failures counted at
+    one count at the other, and a token issued by one verifies at the other."""
+    shared = ("--database", fresh_database_url, "--public-url", "https://portal.example/")
+    first = Served(tmp_path, *shared)
+    second = Served(tmp_path, *shared)
     try:
         with httpx.Client(base_url=first.url) as at_first:
             token = csrf_of(at_first.get("/signup").text)
@@ -242,6 +244,55 @@ def test_p1_two_portal_processes_share_sign_ins_and_the_sign_in_limit(
                 for _ in range(3)
             ]
             assert statuses == [401, 401, 429]  # 3 failures at the first + 2 here = the limit
+        # An access token issued by one process verifies at the other (P2).
+        key = portal(tmp_path, "apikey", "alice", "--database", fresh_database_url)
+        with httpx.Client(base_url=first.url) as at_first:
+            token = at_first.post(
+                "/api/auth/cli/token",
+                headers={"Authorization": f"Bearer {key.stdout.splitlines()[-1]}"},
+                json={},
+            ).json()["access_token"]
+        assert jwt.decode(token, options={"verify_signature": False})["iss"] == (
+            "https://portal.example"
+        )
+        me = httpx.get(f"{second.url}/api/users/me", headers={"Authorization": f"Bearer {token}"})
+        assert (me.status_code, me.json()["user"]["username"]) == (200, "alice")
     finally:
         first.stop()
         second.stop()
+
+
+def test_p2_rotate_keys_keeps_issued_tokens_valid_and_new_ones_carry_the_new_kid(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    database = ("--database", fresh_database_url)
+    assert portal(tmp_path, "adduser", "alice", *database, stdin=PASSWORD).returncode == 0
+    key = portal(tmp_path, "apikey", "alice", *database).stdout.splitlines()[-1]
+
+    def token() -> str:
+        answer = httpx.post(
+            f"{served.url}/api/auth/cli/token", headers={"Authorization": f"Bearer {key}"}, json={}
+        )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["access_token"])
+
+    def me(bearer: str) -> int:
+        headers = {"Authorization": f"Bearer {bearer}"}
+        return httpx.get(f"{served.url}/api/users/me", headers=headers).status_code
+
+    before = token()
+    rotated = portal(tmp_path, "rotate-keys", "--activate-in", "0", *database)
+    assert rotated.returncode == 0, rotated.stderr
+    found = re.fullmatch(
+        r"webagents portal: new signing key ([A-Za-z0-9_-]{43}), published now, signing from "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00\n",
+        rotated.stdout,
+    )
+    assert found, rotated.stdout
+    new_kid = found.group(1)
+    after = token()
+    old_kid = jwt.get_unverified_header(before)["kid"]
+    assert jwt.get_unverified_header(after)["kid"] == new_kid != old_kid
+    published = httpx.get(f"{served.url}/.well-known/jwks.json").json()["keys"]
+    assert sorted(k["kid"] for k in published) == sorted([old_kid, new_kid])
+    assert (me(before), me(after)) == (200, 200)

@@ -58,25 +58,45 @@ def portal() -> None:
 @portal.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8700, show_default=True, help="Port (0: any free port).")
+@click.option(
+    "--public-url",
+    envvar="WEBAGENTS_PORTAL_PUBLIC_URL",
+    metavar="URL",
+    help="The portal's address as clients reach it, the issuer of its tokens (default: the "
+    "address each request came to; set it when several processes serve one portal).",
+)
 @_database_option
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str, port: int, database: str | None, profile: str | None
+    ctx: click.Context,
+    host: str,
+    port: int,
+    public_url: str | None,
+    database: str | None,
+    profile: str | None,
 ) -> None:
     """Serve the portal; its database is migrated first."""
-    _run(_serve, ctx, host, port, database, profile)
+    _run(_serve, ctx, host, port, public_url, database, profile)
 
 
 def _serve(
-    ctx: click.Context, host: str, port: int, database: str | None, profile: str | None
+    ctx: click.Context,
+    host: str,
+    port: int,
+    public_url: str | None,
+    database: str | None,
+    profile: str | None,
 ) -> None:
+    from dataclasses import replace
+
     import uvicorn
 
     from ..portal.admin import open_database
     from ..portal.app import create_app
+    from ..portal.settings import check_public_url
     from .serve import bind
 
-    settings = _settings(ctx, database, profile)
+    settings = replace(_settings(ctx, database, profile), public_url=check_public_url(public_url))
     engine = open_database(settings)
     sock = bind(host, port)
     address, bound = sock.getsockname()[:2]
@@ -160,3 +180,42 @@ def _apikey(
         engine.dispose()
     click.echo(f"webagents portal: new API key {made.api_key.name!r} for {username} (shown once):")
     click.echo(made.key)
+
+
+@portal.command("rotate-keys")
+@click.option(
+    "--activate-in",
+    type=click.IntRange(0),
+    default=None,
+    metavar="SECONDS",
+    help="Publish the new key now and sign with it after SECONDS (default: 600, longer than "
+    "verifiers may keep the old key list).",
+)
+@_database_option
+@click.pass_context
+def rotate_keys(
+    ctx: click.Context, activate_in: int | None, database: str | None, profile: str | None
+) -> None:
+    """Make a new signing key for access tokens. Tokens signed with the old key stay valid
+    until they expire; the old key is published until then."""
+    _run(_rotate_keys, ctx, activate_in, database, profile)
+
+
+def _rotate_keys(
+    ctx: click.Context, activate_in: int | None, database: str | None, profile: str | None
+) -> None:
+    from datetime import timedelta
+
+    from ..portal.admin import open_database, rotate_keys
+
+    settings = _settings(ctx, database, profile)
+    engine = open_database(settings)
+    try:
+        delay = None if activate_in is None else timedelta(seconds=activate_in)
+        key = rotate_keys(engine, settings, delay)
+    finally:
+        engine.dispose()
+    click.echo(
+        f"webagents portal: new signing key {key.kid}, published now, signing from "
+        f"{key.activates_at.isoformat(timespec='seconds')}"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -17,7 +18,9 @@ from .accounts.schemas import NewApiKey
 from .accounts.scope import AccountScope
 from .db.engine import make_engine, make_sessions
 from .db.migrate import upgrade
+from .db.tables import SigningKey
 from .settings import PortalSettings
+from .tokens.service import ensure_signing_key, rotate
 
 
 def open_database(settings: PortalSettings) -> Engine:
@@ -33,6 +36,8 @@ def open_database(settings: PortalSettings) -> Engine:
             f"cannot open the portal database {shown}: {reason}; check --database "
             "(or WEBAGENTS_PORTAL_DATABASE_URL) and that the database server is running"
         ) from None
+    with transaction(engine) as session:
+        ensure_signing_key(session)
     return engine
 
 
@@ -50,3 +55,10 @@ def add_user(engine: Engine, username: str, password: str) -> AccountScope:
 def new_api_key(engine: Engine, username: str, name: str) -> NewApiKey:
     with transaction(engine) as session:
         return service.create_key(session, administrator_scope(session, username), name)
+
+
+def rotate_keys(
+    engine: Engine, settings: PortalSettings, activate_in: timedelta | None
+) -> SigningKey:
+    with transaction(engine) as session:
+        return rotate(session, settings, activate_in)

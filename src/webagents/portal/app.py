@@ -26,6 +26,7 @@ from .accounts.auth import SignInRequired
 from .db.engine import make_engine, make_sessions
 from .errors import PortalError
 from .settings import PortalSettings
+from .tokens import api as tokens_api
 from .web import render
 
 log = logging.getLogger("webagents.portal")
@@ -40,6 +41,7 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
 
     app.include_router(accounts_api.router)
     app.include_router(accounts_pages.router)
+    app.include_router(tokens_api.router)
 
     @app.get("/health")
     def health() -> dict[str, str]:

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -37,6 +38,13 @@ class PortalSettings:
     sign_in_failures_per_account: int = 5
     sign_in_failures_per_address: int = 20
     allow_sign_up: bool = True
+    # Access tokens (P2): how long one is valid, and how long a rotated-in key is published
+    # before it signs (verifiers cache the JWKS for at most JWKS_MAX_AGE).
+    token_lifetime: timedelta = timedelta(hours=24)
+    key_publish_ahead: timedelta = timedelta(minutes=10)
+    # The portal's address as clients reach it (the tokens' issuer); by default the address
+    # the request came to.
+    public_url: str | None = None
 
     @property
     def url(self) -> URL:
@@ -91,6 +99,19 @@ def check_database_url(given: str) -> URL:
         f"the portal keeps its data in SQLite or PostgreSQL, not {backend!r} ({where}): write "
         "sqlite:///PATH/portal.db or postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"
     )
+
+
+def check_public_url(given: str | None) -> str | None:
+    """The portal's public address without a trailing slash; None stays None."""
+    if given is None:
+        return None
+    parts = urlsplit(given.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ConfigError(
+            f"--public-url (or WEBAGENTS_PORTAL_PUBLIC_URL) must be the address clients use, "
+            f"like https://portal.example.com, not {given!r}"
+        )
+    return given.strip().rstrip("/")
 
 
 def _private_sqlite_file(path: Path) -> None:

@@ -1,12 +1,14 @@
 """Who a request is: the only code that turns a credential into an AccountScope.
 
-A browser is its session cookie; an API call is `Authorization: Bearer rok_...`; the
+A browser is its session cookie; an API call is `Authorization: Bearer` with a `rok_...`
+key or an access token the portal signed; the
 command line's administrator names a user. A bearer credential that fails is a 401, never
 a request by nobody.
 """
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -16,6 +18,8 @@ from sqlalchemy.orm import Session
 from ..db.engine import request_session
 from ..db.tables import User
 from ..errors import NotFound, Unauthorized
+from ..settings import PortalSettings
+from ..tokens import service as tokens
 from ..web import SESSION_COOKIE
 from .credentials import API_KEY_PREFIX, digest
 from .repository import Directory
@@ -41,7 +45,7 @@ def browser_scope(db: Session, token: str | None) -> AccountScope | None:
     return scope_of(user) if user is not None else None
 
 
-def bearer_scope(db: Session, authorization: str | None) -> AccountScope:
+def _bearer(authorization: str | None) -> str:
     scheme, _, credential = (authorization or "").partition(" ")
     credential = credential.strip()
     if scheme.lower() != "bearer" or not credential:
@@ -49,11 +53,34 @@ def bearer_scope(db: Session, authorization: str | None) -> AccountScope:
             "send your API key as 'Authorization: Bearer rok_...' "
             "(make one on the portal's API keys page, or with webagents portal apikey)"
         )
+    return credential
+
+
+def api_key_scope(db: Session, authorization: str | None) -> AccountScope:
+    """The account of a `rok_...` key; nothing else is accepted."""
+    credential = _bearer(authorization)
     if not credential.startswith(API_KEY_PREFIX):
         raise Unauthorized("this credential is not a portal API key (rok_...)")
     user = Directory(db).user_of_api_key(digest(credential))
     if user is None:
         raise Unauthorized("this API key is unknown or was revoked: make a new one on the portal")
+    return scope_of(user)
+
+
+def bearer_scope(
+    db: Session, settings: PortalSettings, authorization: str | None, *, issuer: str
+) -> AccountScope:
+    """The account of a `rok_...` key or of an access token this portal signed for its API."""
+    credential = _bearer(authorization)
+    if credential.startswith(API_KEY_PREFIX):
+        return api_key_scope(db, authorization)
+    claims = tokens.verify(db, settings, credential, issuer=issuer, audience=tokens.PORTAL_AUDIENCE)
+    try:
+        user = db.get(User, uuid.UUID(str(claims["sub"])))
+    except ValueError:
+        user = None
+    if user is None:
+        raise Unauthorized("the account of this token no longer exists: run webagents login")
     return scope_of(user)
 
 
@@ -79,9 +106,16 @@ def browser_account(request: Request, db: Db) -> AccountScope:
 
 
 def api_account(request: Request, db: Db) -> AccountScope:
-    return bearer_scope(db, request.headers.get("authorization"))
+    settings: PortalSettings = request.app.state.settings
+    issuer = tokens.issuer_of(settings, str(request.base_url))
+    return bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
+
+
+def api_key_account(request: Request, db: Db) -> AccountScope:
+    return api_key_scope(db, request.headers.get("authorization"))
 
 
 MaybeSignedIn = Annotated[AccountScope | None, Depends(optional_browser_account)]
 SignedIn = Annotated[AccountScope, Depends(browser_account)]
 ApiCaller = Annotated[AccountScope, Depends(api_account)]
+ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]

@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, ForeignKey, Index, MetaData, String, Uuid
+from sqlalchemy import JSON, DateTime, Dialect, ForeignKey, Index, MetaData, String, Text, Uuid
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -109,3 +109,19 @@ class SignInAttempt(Base):
     username: Mapped[str] = mapped_column(String(64))
     address: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SigningKey(Base):
+    """A key the portal signs access tokens with (P2). A new key is published (in the JWKS)
+    from `created_at` and signs from `activates_at`, so verifiers can fetch it first; a key
+    replaced by a newer one stays published until the last token it signed has expired.
+    The private key never leaves this table."""
+
+    __tablename__ = "signing_keys"
+
+    kid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    algorithm: Mapped[str] = mapped_column(String(16))
+    private_pem: Mapped[str] = mapped_column(Text)
+    public_jwk: Mapped[dict[str, str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    activates_at: Mapped[datetime] = mapped_column()

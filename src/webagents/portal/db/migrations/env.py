@@ -3,12 +3,23 @@ of WEBAGENTS_PORTAL_DATABASE_URL when a developer runs alembic against this fold
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from alembic import context
+from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import Connection
 
 from webagents.portal.db.engine import make_engine
-from webagents.portal.db.tables import Base
+from webagents.portal.db.tables import Base, UtcDateTime
 from webagents.portal.settings import resolve_settings
+
+
+def _render_item(kind: str, thing: Any, _context: AutogenContext) -> str | Literal[False]:
+    """New migrations spell UtcDateTime as what the database sees, so that they never
+    import the models (which change after the migration is written)."""
+    if kind == "type" and isinstance(thing, UtcDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
 
 
 def _run(connection: Connection) -> None:
@@ -17,6 +28,7 @@ def _run(connection: Connection) -> None:
         target_metadata=Base.metadata,
         render_as_batch=True,  # SQLite alters tables by copying them
         compare_type=True,
+        render_item=_render_item,
     )
     with context.begin_transaction():
         context.run_migrations()
