@@ -40,3 +40,8 @@ def sessions_dir(profile: str | None = None) -> Path:
 def chat_history_file(profile: str | None = None) -> Path:
     """The terminal chat's line history (what was typed at the prompt)."""
     return webagents_home(profile) / "chat-history"
+
+
+def login_file(profile: str | None = None) -> Path:
+    """`webagents login`'s sign-in: the portal, the user and the access token (0600)."""
+    return webagents_home(profile) / "login.json"

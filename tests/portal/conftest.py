@@ -21,6 +21,7 @@ from webagents.portal.db.migrate import upgrade
 from webagents.portal.settings import PortalSettings
 
 from .databases import PostgresServer
+from .processes import Served
 
 PASSWORD = "correct horse battery staple"
 
@@ -132,3 +133,12 @@ def sign_in(client: TestClient, username: str = "alice", password: str = PASSWOR
         data={"csrf_token": form_token(client), "username": username, "password": password},
     )
     assert (answer.status_code, answer.headers.get("location")) == (303, "/"), answer.text
+
+
+@pytest.fixture
+def served(tmp_path: Path, fresh_database_url: str) -> Iterator[Served]:
+    server = Served(tmp_path, "--database", fresh_database_url)
+    try:
+        yield server
+    finally:
+        server.stop()

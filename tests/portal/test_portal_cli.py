@@ -7,90 +7,13 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import jwt
-import pytest
-
-from tests.e2e.conftest import child_env, webagents_command
 
 from .conftest import PASSWORD, csrf_of
-
-_SERVING = re.compile(r"webagents portal: serving at (http://127\.0\.0\.1:\d+) ")
-
-
-def portal(
-    tmp_path: Path, *args: str, stdin: str = "", umask: int = -1
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [webagents_command(), "portal", *args],
-        input=stdin,
-        env=child_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        umask=umask,
-        check=False,
-    )
-
-
-class Served:
-    """A running `webagents portal serve`."""
-
-    def __init__(self, tmp_path: Path, *args: str) -> None:
-        self.popen = subprocess.Popen(
-            [webagents_command(), "portal", "serve", "--port", "0", *args],
-            env=child_env(tmp_path),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
-        self.url = self._wait_for_url()
-
-    def _drain(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            self.lines.append(line)
-
-    def _wait_for_url(self) -> str:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.popen.poll() is None:
-            found = _SERVING.search("".join(self.lines))
-            if found:
-                return found.group(1)
-            time.sleep(0.05)
-        self.stop()
-        raise AssertionError("the portal did not start:\n" + "".join(self.lines))
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self._reader.join(timeout=15)
-        if self.popen.stdout is not None:
-            self.popen.stdout.close()
-
-
-@pytest.fixture
-def served(tmp_path: Path, fresh_database_url: str) -> Iterator[Served]:
-    server = Served(tmp_path, "--database", fresh_database_url)
-    try:
-        yield server
-    finally:
-        server.stop()
+from .processes import Served, portal
 
 
 def test_p1_adduser_and_apikey_work_against_a_served_portal(
@@ -177,7 +100,7 @@ def test_p1_migrate_brings_the_database_to_head_and_can_run_again(
     for _ in range(2):
         done = portal(tmp_path, "migrate", "--database", fresh_database_url)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.endswith(" is at revision 0002\n")
+        assert done.stdout.endswith(" is at revision 0003\n")
 
 
 def test_p1_embedded_database_is_private(tmp_path: Path) -> None:

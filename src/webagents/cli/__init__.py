@@ -233,9 +233,11 @@ _owner_tools()
 
 
 def _portal_commands() -> None:
+    from .account import login, logout, whoami
     from .portal import portal
 
-    main.add_command(portal)
+    for command in (portal, login, whoami, logout):
+        main.add_command(command)
 
 
 _portal_commands()

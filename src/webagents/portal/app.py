@@ -23,6 +23,8 @@ from ..server.api_errors import error_type
 from .accounts import api as accounts_api
 from .accounts import pages as accounts_pages
 from .accounts.auth import SignInRequired
+from .cli_login import api as cli_login_api
+from .cli_login import pages as cli_login_pages
 from .db.engine import make_engine, make_sessions
 from .errors import PortalError
 from .settings import PortalSettings
@@ -42,6 +44,8 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
     app.include_router(accounts_api.router)
     app.include_router(accounts_pages.router)
     app.include_router(tokens_api.router)
+    app.include_router(cli_login_api.router)
+    app.include_router(cli_login_pages.router)
 
     @app.get("/health")
     def health() -> dict[str, str]:

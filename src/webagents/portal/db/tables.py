@@ -125,3 +125,36 @@ class SigningKey(Base):
     public_jwk: Mapped[dict[str, str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     activates_at: Mapped[datetime] = mapped_column()
+
+
+class IssuedToken(Base):
+    """An access token the portal issued for its own API, by its `jti`: revoked at logout,
+    and checked by every process. Rows go once the token has expired."""
+
+    __tablename__ = "issued_tokens"
+
+    jti: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    revoked_at: Mapped[datetime | None] = mapped_column()
+
+
+class DeviceCode(Base):
+    """A pending device authorization (RFC 8628): the device polls with `device_code` (kept
+    as its SHA-256), a signed-in person approves `user_code` on the /device page."""
+
+    __tablename__ = "device_codes"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    device_code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_code: Mapped[str] = mapped_column(String(16), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE")
+    )
+    denied: Mapped[bool] = mapped_column(default=False)
+    consumed_at: Mapped[datetime | None] = mapped_column()
+    last_polled_at: Mapped[datetime | None] = mapped_column()

@@ -15,7 +15,7 @@ from ..db.tables import SigningKey
 from ..errors import Unauthorized
 from ..settings import PortalSettings
 from . import keys as signing
-from .repository import SigningKeys
+from .repository import IssuedTokens, SigningKeys
 
 # The audience of tokens for the portal's own API (tokens for an agent name the agent).
 PORTAL_AUDIENCE = "webagents-portal"
@@ -83,7 +83,13 @@ def issue(
         "jti": uuid.uuid4().hex,
     }
     token = jwt.encode(claims, key.private_pem, algorithm=key.algorithm, headers={"kid": key.kid})
+    IssuedTokens(db).record(claims["jti"], subject, now + settings.token_lifetime, now)
     return AccessToken(token, claims)
+
+
+def revoke(db: Session, claims: dict[str, Any], user_id: uuid.UUID) -> None:
+    """End a token before it expires (logout): every process refuses it from now on."""
+    IssuedTokens(db).revoke(str(claims.get("jti", "")), user_id, datetime.now(UTC))
 
 
 def verify(
@@ -110,7 +116,7 @@ def verify(
             algorithms=[signing.ALGORITHM],
             audience=audience,
             issuer=issuer,
-            options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+            options={"require": ["exp", "iat", "iss", "aud", "sub", "jti"]},
         )
     except jwt.ExpiredSignatureError:
         raise Unauthorized(
@@ -118,4 +124,8 @@ def verify(
         ) from None
     except jwt.PyJWTError as exc:
         raise Unauthorized(f"{refused} ({exc})") from None
+    if not IssuedTokens(db).is_live(str(claims.get("jti", ""))):
+        raise Unauthorized(
+            "this sign-in was ended (webagents logout): run webagents login", code="token_revoked"
+        )
     return claims
