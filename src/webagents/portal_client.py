@@ -27,6 +27,14 @@ class SignInError(ConfigError):
     """The portal refused the credential: the user must sign in (again)."""
 
 
+class Refused(ConfigError):
+    """The portal refused the request (a 4xx other than 401); the message is its own."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass(frozen=True)
 class DeviceAnswer:
     """A poll of the device grant: a token, or what RFC 8628 says to do (`error`)."""
@@ -88,7 +96,9 @@ class PortalClient:
             )
         if answer.status_code >= 400:
             message = body.get("error", {}).get("message", f"status {answer.status_code}")
-            raise WebAgentsError(f"the portal refused: {message}")
+            if 400 <= answer.status_code < 500:
+                raise Refused(message, status=answer.status_code)
+            raise WebAgentsError(f"the portal failed: {message}")
         return body
 
     def me(self) -> dict[str, Any]:
@@ -101,6 +111,16 @@ class PortalClient:
 
     def logout(self) -> bool:
         return bool(self._checked(self._send("POST", "/api/auth/cli/logout", json={}))["revoked"])
+
+    def create_agent(self, agent: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._send("POST", "/api/agents", json=agent))
+
+    def update_agent(self, agent_id: str, agent: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._send("PATCH", f"/api/agents/{agent_id}", json=agent))
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        agents: list[dict[str, Any]] = self._checked(self._send("GET", "/api/agents"))["agents"]
+        return agents
 
     def device_code(self) -> dict[str, Any]:
         return self._checked(self._send("POST", "/api/auth/device/code"))

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +18,7 @@ import httpx
 from tests.e2e.conftest import child_env, webagents_command
 
 from .conftest import PASSWORD, csrf_of
-from .processes import Served, portal
+from .processes import Child, Served, portal
 
 
 def webagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -35,53 +32,9 @@ def webagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-class Running:
-    """A `webagents login` waiting for its answer; `output` is what it printed so far."""
-
-    def __init__(self, tmp_path: Path, *args: str) -> None:
-        self.popen = subprocess.Popen(
-            [webagents_command(), "login", *args],
-            env=child_env(tmp_path),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
-
-    def _drain(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def wait_for(self, pattern: str) -> re.Match[str]:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.output)
-            if found:
-                return found
-            if self.popen.poll() is not None and not re.search(pattern, self.output):
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"never printed {pattern!r}:\n{self.output}")
-
-    def finish(self) -> int:
-        try:
-            code = self.popen.wait(timeout=60)
-        finally:
-            if self.popen.poll() is None:
-                self.popen.kill()
-                self.popen.wait()
-            self._reader.join(timeout=15)
-            assert self.popen.stdout is not None
-            self.popen.stdout.close()
-        return code
+def login_process(tmp_path: Path, *args: str) -> Child:
+    """A `webagents login` waiting for its answer."""
+    return Child(tmp_path, "login", *args)
 
 
 def _user_and_key(tmp_path: Path, database: str) -> str:
@@ -164,7 +117,7 @@ def test_p3_login_by_the_browser_refuses_a_wrong_state_and_takes_the_approval(
     tmp_path: Path, fresh_database_url: str, served: Served
 ) -> None:
     _user_and_key(tmp_path, fresh_database_url)
-    login = Running(tmp_path, "--portal", served.url, "--no-browser")
+    login = login_process(tmp_path, "--portal", served.url, "--no-browser")
     try:
         link = login.wait_for(r"(http://127\.0\.0\.1:\d+/cli/auth\?port=(\d+)&state=([\w-]+))")
         page, port, state = link.group(1), link.group(2), link.group(3)
@@ -200,7 +153,7 @@ def test_p3_login_denied_in_the_browser_fails(
     tmp_path: Path, fresh_database_url: str, served: Served
 ) -> None:
     _user_and_key(tmp_path, fresh_database_url)
-    login = Running(tmp_path, "--portal", served.url, "--no-browser")
+    login = login_process(tmp_path, "--portal", served.url, "--no-browser")
     link = login.wait_for(r"/cli/auth\?port=(\d+)&state=([\w-]+)")
     with _browser(served.url) as browser:
         shown = browser.get(link.group(0))
@@ -225,7 +178,7 @@ def test_p3_login_by_device_code_approved_in_the_browser(
     tmp_path: Path, fresh_database_url: str, served: Served
 ) -> None:
     _user_and_key(tmp_path, fresh_database_url)
-    login = Running(tmp_path, "--portal", served.url, "--device")
+    login = login_process(tmp_path, "--portal", served.url, "--device")
     code = login.wait_for(r"enter the code ([A-Z]{4}-[A-Z]{4})").group(1)
     with _browser(served.url) as browser:
         shown = browser.get(f"/device?user_code={code}")

@@ -235,8 +235,9 @@ _owner_tools()
 def _portal_commands() -> None:
     from .account import login, logout, whoami
     from .portal import portal
+    from .publish import publish
 
-    for command in (portal, login, whoami, logout):
+    for command in (portal, login, whoami, logout, publish):
         main.add_command(command)
 
 

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from ..agents.service import list_agents
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..web import (
@@ -124,8 +125,8 @@ def sign_out(request: Request, db: Db, csrf: Csrf = "") -> Response:
 
 
 @router.get("/", response_class=HTMLResponse)
-def home(request: Request, user: SignedIn) -> Response:
-    return render(request, "home.html", user=user)
+def home(request: Request, user: SignedIn, db: Db) -> Response:
+    return render(request, "home.html", user=user, agents=list_agents(db, user))
 
 
 @router.get("/keys", response_class=HTMLResponse)

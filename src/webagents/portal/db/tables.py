@@ -11,7 +11,17 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Dialect, ForeignKey, Index, MetaData, String, Text, Uuid
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    Uuid,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -158,3 +168,23 @@ class DeviceCode(Base):
     denied: Mapped[bool] = mapped_column(default=False)
     consumed_at: Mapped[datetime | None] = mapped_column()
     last_polled_at: Mapped[datetime | None] = mapped_column()
+
+
+class Agent(Base):
+    """An agent published by its owner (P4). Its name is unique on the portal (it names the
+    agent's public endpoint); its key (`rawApiKey`, shown once) is kept as its SHA-256."""
+
+    __tablename__ = "agents"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    model: Mapped[str | None] = mapped_column(String(200))
+    skills: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
