@@ -55,7 +55,7 @@ def test_p4_publish_creates_then_updates_and_keeps_the_key_outside_the_folder(
     assert first.returncode == 0, first.stderr
     config = json.loads((folder / ".webagents" / "config.json").read_text())
     agent_id = config["link"]["agentId"]
-    assert config == {"link": {"agentId": agent_id, "agentName": "helper"}}
+    assert config == {"link": {"agentId": agent_id, "agentName": "helper", "portal": served.url}}
     assert first.stdout == f"webagents: published helper on {served.url} (agent {agent_id})\n"
     key_file = tmp_path / "home" / ".webagents" / "agents" / f"{agent_id}.key"
     assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600

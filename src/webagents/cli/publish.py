@@ -80,7 +80,11 @@ def run_publish(path: Path, profile: str | None) -> None:
                 agent_key_file(str(agent["id"]), profile), (created["rawApiKey"] + "\n").encode()
             )
             verb = "published"
-    config["link"] = {"agentId": str(agent["id"]), "agentName": str(agent["name"])}
+    config["link"] = {
+        "agentId": str(agent["id"]),
+        "agentName": str(agent["name"]),
+        "portal": kept.portal,
+    }
     atomic_write(_config_file(folder), (json.dumps(config, indent=2) + "\n").encode())
     click.echo(f"webagents: {verb} {agent['name']} on {kept.portal} (agent {agent['id']})")
 

@@ -3,13 +3,32 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict
 
 from ..accounts.auth import ApiCaller, Db
+from ..settings import PortalSettings
+from ..tokens.service import issuer_of
 from . import service
 from .schemas import AgentCreated, AgentIn, AgentList, AgentPatch, OneAgent
 
 router = APIRouter(prefix="/api/agents")
+
+
+class AgentTokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+
+
+@router.post("/token")
+def agent_token(
+    request: Request, scope: ApiCaller, db: Db, body: AgentTokenIn
+) -> dict[str, object]:
+    """A token to call an agent as this user (its `auth` skill verifies it)."""
+    settings: PortalSettings = request.app.state.settings
+    issuer = issuer_of(settings, str(request.base_url))
+    return service.agent_token(db, settings, scope, issuer, body.agent)
 
 
 @router.get("")

@@ -40,3 +40,8 @@ def name_taken(session: Session, name: str) -> bool:
     """Agent names are unique on the portal (they name public endpoints): this one question
     is asked across accounts, and answers only yes or no."""
     return session.scalar(select(Agent.id).where(Agent.name == name)) is not None
+
+
+def agent_named(session: Session, name: str) -> Agent | None:
+    """Any account's agent by its public name: whom a caller asks a token for."""
+    return session.scalars(select(Agent).where(Agent.name == name)).one_or_none()

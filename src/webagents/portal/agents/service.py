@@ -13,7 +13,9 @@ from ..accounts.credentials import digest, new_api_key
 from ..accounts.scope import AccountScope
 from ..db.tables import Agent
 from ..errors import Conflict, NotFound
-from .repository import Agents, name_taken
+from ..settings import PortalSettings
+from ..tokens import service as tokens
+from .repository import Agents, agent_named, name_taken
 from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
 
 
@@ -98,3 +100,30 @@ def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPa
 
 def delete_agent(db: Session, scope: AccountScope, agent_id: str) -> None:
     Agents(db, scope).remove(get_agent(db, scope, agent_id))
+
+
+def agent_token(
+    db: Session, settings: PortalSettings, scope: AccountScope, issuer: str, name: str
+) -> dict[str, object]:
+    """A token to call the agent `name` as this user: `aud` is the agent, `tier` says
+    whether the user owns it. The agent's `auth` skill verifies it against the JWKS."""
+    agent = agent_named(db, name)
+    if agent is None:
+        raise NotFound(f"there is no agent {name!r} on this portal")
+    tier = "owner" if agent.user_id == scope.user_id else "user"
+    issued = tokens.issue(
+        db,
+        settings,
+        issuer=issuer,
+        subject=scope.user_id,
+        username=scope.username,
+        audience=f"agent:{agent.id}",
+        extra={"tier": tier},
+    )
+    return {
+        "access_token": issued.token,
+        "agent_id": str(agent.id),
+        "agent_name": agent.name,
+        "tier": tier,
+        "expires_in": int(settings.token_lifetime.total_seconds()),
+    }

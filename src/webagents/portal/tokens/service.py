@@ -66,6 +66,7 @@ def issue(
     subject: uuid.UUID,
     username: str,
     audience: str = PORTAL_AUDIENCE,
+    extra: dict[str, str] | None = None,
 ) -> AccessToken:
     key = signing.signer(SigningKeys(db).all(), datetime.now(UTC))
     if key is None:
@@ -81,6 +82,7 @@ def issue(
         "iat": int(now.timestamp()),
         "exp": int((now + settings.token_lifetime).timestamp()),
         "jti": uuid.uuid4().hex,
+        **(extra or {}),
     }
     token = jwt.encode(claims, key.private_pem, algorithm=key.algorithm, headers={"kid": key.kid})
     IssuedTokens(db).record(claims["jti"], subject, now + settings.token_lifetime, now)
