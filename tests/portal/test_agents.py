@@ -114,3 +114,23 @@ def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Se
     page = client.get("/").text
     assert "<li><strong>helper</strong>: Answers briefly.</li>" in page
     assert "bobs-agent" not in page
+
+
+def test_p4_a_token_for_an_agent_names_the_owner_or_a_user(client: TestClient, db: Session) -> None:
+    alice, bob = _bearer(db, "alice"), _bearer(db, "bob")
+    agent_id = client.post("/api/agents", headers=alice, json=HELPER).json()["agent"]["id"]
+    for headers, tier in [(alice, "owner"), (bob, "user")]:
+        answer = client.post("/api/agents/token", headers=headers, json={"agent": "helper"})
+        body = answer.json()
+        assert body == {
+            "access_token": body["access_token"],
+            "agent_id": agent_id,
+            "agent_name": "helper",
+            "tier": tier,
+            "expires_in": 86400,
+        }
+    missing = client.post("/api/agents/token", headers=bob, json={"agent": "nobody"})
+    assert (missing.status_code, missing.json()["error"]["message"]) == (
+        404,
+        "there is no agent 'nobody' on this portal",
+    )

@@ -195,3 +195,17 @@ def test_p3_device_grant_denied_expired_and_unknown(client: TestClient, db: Sess
     assert wrong_grant.json()["error"] == "unsupported_grant_type"
     no_csrf = client.post("/device", data={"user_code": "BCDF-GHJK", "decision": "approve"})
     assert no_csrf.status_code == 403
+
+
+def test_p3_anonymous_gets_the_sign_in_page_or_401(client: TestClient) -> None:
+    page = client.get("/device?user_code=BCDF-GHJK")
+    assert (page.status_code, page.headers["location"]) == (
+        303,
+        "/signin?next=%2Fdevice%3Fuser_code%3DBCDF-GHJK",
+    )
+    for path in ("/api/auth/cli/logout", "/api/agents/token"):
+        answer = client.post(path, json={"agent": "helper"})
+        assert (answer.status_code, answer.json()["error"]["type"]) == (
+            401,
+            "authentication_error",
+        ), path
