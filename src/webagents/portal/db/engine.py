@@ -2,8 +2,10 @@
 
 SQLite gets the same transaction semantics as PostgreSQL here: Python's sqlite3 begins
 transactions on its own (and not before DDL or SAVEPOINT), so the engine turns that off and
-emits BEGIN itself, as SQLAlchemy documents; foreign keys are switched on, and the WAL
-journal lets readers and one writer work side by side across processes.
+emits BEGIN itself, as SQLAlchemy documents. It emits BEGIN IMMEDIATE: a deferred transaction
+that reads, then writes after another process wrote, fails at once with "database is locked"
+(busy_timeout cannot help it), while an immediate one waits its turn. Foreign keys are
+switched on, and the WAL journal lets readers outside transactions work beside the writer.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def make_engine(settings: PortalSettings) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN")
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 
