@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+# The portal's databases (SQLite and PostgreSQL, the --db option) and its browser (Chromium).
+pytest_plugins = ["tests.portal.databases", "tests.portal.browsers"]
+
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
 _real_getaddrinfo = socket.getaddrinfo

@@ -40,3 +40,14 @@ def sessions_dir(profile: str | None = None) -> Path:
 def chat_history_file(profile: str | None = None) -> Path:
     """The terminal chat's line history (what was typed at the prompt)."""
     return webagents_home(profile) / "chat-history"
+
+
+def login_file(profile: str | None = None) -> Path:
+    """`webagents login`'s sign-in: the portal, the user and the access token (0600)."""
+    return webagents_home(profile) / "login.json"
+
+
+def agent_key_file(agent_id: str, profile: str | None = None) -> Path:
+    """The platform key `webagents publish` received for an agent (0600): kept here, never
+    in the agent's folder, where it could be committed with it."""
+    return webagents_home(profile) / "agents" / f"{agent_id}.key"

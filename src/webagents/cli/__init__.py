@@ -263,3 +263,15 @@ def _owner_tools() -> None:
 
 
 _owner_tools()
+
+
+def _portal_commands() -> None:
+    from .account import login, logout, whoami
+    from .portal import portal
+    from .publish import publish
+
+    for command in (portal, login, whoami, logout, publish):
+        main.add_command(command)
+
+
+_portal_commands()

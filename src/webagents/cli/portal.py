@@ -1,0 +1,221 @@
+"""`webagents portal serve|migrate|adduser|apikey`: the self-hosted portal (SPEC P1).
+
+The portal's packages are an extra (`pip install 'webagents[portal]'`), imported only when a
+command runs, so that `webagents` works without them.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ..errors import ConfigError
+from . import current_profile, profile_option, run_or_exit
+
+
+def _database_option(fn: Any) -> Any:
+    fn = click.option(
+        "--database",
+        metavar="URL",
+        help="sqlite:///PATH or postgresql+psycopg://USER:PASSWORD@HOST/DB "
+        "(default: WEBAGENTS_PORTAL_DATABASE_URL, else ~/.webagents/portal/portal.db).",
+    )(fn)
+    return profile_option(fn)
+
+
+def _settings(ctx: click.Context, database: str | None, profile: str | None) -> Any:
+    try:
+        from ..portal.settings import resolve_settings
+    except ImportError as exc:
+        raise ConfigError(
+            f"the portal needs its extra packages ({exc.name} is missing): "
+            "pip install 'webagents[portal]'"
+        ) from None
+    return resolve_settings(database, profile=current_profile(ctx, profile))
+
+
+def _run(fn: Any, *args: Any) -> None:
+    """Run a command body: the portal's refusals (no such user, a name taken, a weak
+    password) are something for the user to fix, status 2 like a bad argument."""
+    from ..portal.errors import PortalError
+
+    def refusals_to_fix() -> None:
+        try:
+            fn(*args)
+        except PortalError as exc:
+            raise ConfigError(exc.message) from None
+
+    run_or_exit(refusals_to_fix)
+
+
+@click.group()
+def portal() -> None:
+    """The self-hosted portal: accounts, API keys (and soon tokens and agents)."""
+
+
+@portal.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8700, show_default=True, help="Port (0: any free port).")
+@click.option(
+    "--public-url",
+    envvar="WEBAGENTS_PORTAL_PUBLIC_URL",
+    metavar="URL",
+    help="The portal's address as clients reach it, the issuer of its tokens (default: the "
+    "address each request came to; set it when several processes serve one portal).",
+)
+@_database_option
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    public_url: str | None,
+    database: str | None,
+    profile: str | None,
+) -> None:
+    """Serve the portal; its database is migrated first."""
+    _run(_serve, ctx, host, port, public_url, database, profile)
+
+
+def _serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    public_url: str | None,
+    database: str | None,
+    profile: str | None,
+) -> None:
+    from dataclasses import replace
+
+    import uvicorn
+
+    from ..portal.admin import open_database
+    from ..portal.app import create_app
+    from ..portal.settings import check_public_url
+    from .serve import bind
+
+    settings = replace(_settings(ctx, database, profile), public_url=check_public_url(public_url))
+    engine = open_database(settings)
+    sock = bind(host, port)
+    address, bound = sock.getsockname()[:2]
+    shown = f"[{address}]" if ":" in address else address
+    click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
+    click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
+    config = uvicorn.Config(
+        create_app(settings, engine=engine), log_level="info", timeout_graceful_shutdown=10
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+@portal.command()
+@_database_option
+@click.pass_context
+def migrate(ctx: click.Context, database: str | None, profile: str | None) -> None:
+    """Bring the portal's database to the newest schema (serve does it too)."""
+    _run(_migrate, ctx, database, profile)
+
+
+def _migrate(ctx: click.Context, database: str | None, profile: str | None) -> None:
+    from ..portal.admin import open_database
+    from ..portal.db.migrate import current_revision
+
+    settings = _settings(ctx, database, profile)
+    engine = open_database(settings)
+    shown = settings.url.render_as_string(hide_password=True)
+    click.echo(f"webagents portal: {shown} is at revision {current_revision(engine)}")
+    engine.dispose()
+
+
+@portal.command()
+@click.argument("username")
+@_database_option
+@click.pass_context
+def adduser(ctx: click.Context, username: str, database: str | None, profile: str | None) -> None:
+    """Add a user; the password is asked for, or read from standard input's first line when
+    it is not a terminal."""
+    _run(_adduser, ctx, username, database, profile)
+
+
+def _adduser(ctx: click.Context, username: str, database: str | None, profile: str | None) -> None:
+    from ..portal.admin import add_user, open_database
+
+    settings = _settings(ctx, database, profile)
+    if sys.stdin.isatty():
+        password = click.prompt(
+            f"Password for {username}", hide_input=True, confirmation_prompt=True
+        )
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    engine = open_database(settings)
+    try:
+        scope = add_user(engine, username, password)
+    finally:
+        engine.dispose()
+    click.echo(f"webagents portal: added user {scope.username} ({scope.user_id})")
+
+
+@portal.command()
+@click.argument("username")
+@click.option("--name", default="command line", show_default=True, help="The key's name.")
+@_database_option
+@click.pass_context
+def apikey(
+    ctx: click.Context, username: str, name: str, database: str | None, profile: str | None
+) -> None:
+    """Make a new API key for USERNAME and print it on the last line (shown this once)."""
+    _run(_apikey, ctx, username, name, database, profile)
+
+
+def _apikey(
+    ctx: click.Context, username: str, name: str, database: str | None, profile: str | None
+) -> None:
+    from ..portal.admin import new_api_key, open_database
+
+    engine = open_database(_settings(ctx, database, profile))
+    try:
+        made = new_api_key(engine, username, name)
+    finally:
+        engine.dispose()
+    click.echo(f"webagents portal: new API key {made.api_key.name!r} for {username} (shown once):")
+    click.echo(made.key)
+
+
+@portal.command("rotate-keys")
+@click.option(
+    "--activate-in",
+    type=click.IntRange(0),
+    default=None,
+    metavar="SECONDS",
+    help="Publish the new key now and sign with it after SECONDS (default: 600, longer than "
+    "verifiers may keep the old key list).",
+)
+@_database_option
+@click.pass_context
+def rotate_keys(
+    ctx: click.Context, activate_in: int | None, database: str | None, profile: str | None
+) -> None:
+    """Make a new signing key for access tokens. Tokens signed with the old key stay valid
+    until they expire; the old key is published until then."""
+    _run(_rotate_keys, ctx, activate_in, database, profile)
+
+
+def _rotate_keys(
+    ctx: click.Context, activate_in: int | None, database: str | None, profile: str | None
+) -> None:
+    from datetime import timedelta
+
+    from ..portal.admin import open_database, rotate_keys
+
+    settings = _settings(ctx, database, profile)
+    engine = open_database(settings)
+    try:
+        delay = None if activate_in is None else timedelta(seconds=activate_in)
+        key = rotate_keys(engine, settings, delay)
+    finally:
+        engine.dispose()
+    click.echo(
+        f"webagents portal: new signing key {key.kid}, published now, signing from "
+        f"{key.activates_at.isoformat(timespec='seconds')}"
+    )

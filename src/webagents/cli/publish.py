@@ -1,0 +1,99 @@
+"""`webagents publish [PATH]` (SPEC P4): create the agent on the portal this profile is
+signed in to, or update it when the folder is linked already.
+
+The link (`.webagents/config.json`: `link.agentId`, `link.agentName`) lives in the agent's
+folder; the agent's key lives under the profile (0600), never in the folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._files import atomic_write
+from ..agent_file import load_spec
+from ..errors import ConfigError
+from ..home import agent_key_file
+from ..portal_client import PortalClient, Refused, SignInError, load_login
+from . import current_profile, profile_option, run_or_exit
+
+
+def _config_file(folder: Path) -> Path:
+    return folder / ".webagents" / "config.json"
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    path = _config_file(folder)
+    if not path.exists():
+        return {}
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}): fix or remove it") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path} must hold a JSON object: fix or remove it")
+    return config
+
+
+def _payload(folder: Path) -> dict[str, Any]:
+    spec = load_spec(folder)
+    skills: list[Any] = [
+        entry.name if not entry.settings else {entry.name: entry.settings} for entry in spec.skills
+    ]
+    return {
+        "name": spec.name,
+        "description": spec.description,
+        "instructions": spec.instructions,
+        "model": spec.model,
+        "skills": skills,
+    }
+
+
+def run_publish(path: Path, profile: str | None) -> None:
+    kept = load_login(profile)
+    if kept is None:
+        raise SignInError("not signed in to a portal: run webagents login")
+    folder = path.resolve()
+    payload = _payload(folder)
+    config = _read_config(folder)
+    link = config.get("link") if isinstance(config.get("link"), dict) else None
+    with PortalClient(kept.portal, kept.access_token) as client:
+        if link and link.get("agentId"):
+            try:
+                agent = client.update_agent(str(link["agentId"]), payload)["agent"]
+            except Refused as exc:
+                if exc.status != 404:
+                    raise
+                raise ConfigError(
+                    f"the portal does not know agent {link['agentId']} as yours ({kept.username} "
+                    f'at {kept.portal}): sign in as its owner, or remove "link" from '
+                    f"{_config_file(folder)} to publish it anew"
+                ) from None
+            verb = "updated"
+        else:
+            created = client.create_agent(payload)
+            agent = created["agent"]
+            atomic_write(
+                agent_key_file(str(agent["id"]), profile), (created["rawApiKey"] + "\n").encode()
+            )
+            verb = "published"
+    config["link"] = {
+        "agentId": str(agent["id"]),
+        "agentName": str(agent["name"]),
+        "portal": kept.portal,
+    }
+    atomic_write(_config_file(folder), (json.dumps(config, indent=2) + "\n").encode())
+    click.echo(f"webagents: {verb} {agent['name']} on {kept.portal} (agent {agent['id']})")
+
+
+@click.command()
+@click.argument("path", default=".", type=click.Path(path_type=Path))
+@profile_option
+@click.pass_context
+def publish(ctx: click.Context, path: Path, profile: str | None) -> None:
+    """Publish the agent in PATH on the portal you are signed in to (webagents login);
+    a folder published before is updated."""
+    run_or_exit(run_publish, path, current_profile(ctx, profile))

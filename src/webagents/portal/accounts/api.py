@@ -1,0 +1,17 @@
+"""Accounts over the API: `GET /api/users/me` (SPEC P3), for a bearer API key."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from ..db.tables import User
+from .auth import ApiCaller, Db
+from .schemas import MeOut, UserOut
+
+router = APIRouter(prefix="/api")
+
+
+@router.get("/users/me")
+def me(scope: ApiCaller, db: Db) -> MeOut:
+    user = db.get_one(User, scope.user_id)
+    return MeOut(user=UserOut.model_validate(user, from_attributes=True))

@@ -1,0 +1,121 @@
+"""Who a request is: the only code that turns a credential into an AccountScope.
+
+A browser is its session cookie; an API call is `Authorization: Bearer` with a `rok_...`
+key or an access token the portal signed; the
+command line's administrator names a user. A bearer credential that fails is a 401, never
+a request by nobody.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from ..db.engine import request_session
+from ..db.tables import User
+from ..errors import NotFound, Unauthorized
+from ..settings import PortalSettings
+from ..tokens import service as tokens
+from ..web import SESSION_COOKIE
+from .credentials import API_KEY_PREFIX, digest
+from .repository import Directory
+from .scope import AccountScope, mint
+
+Db = Annotated[Session, Depends(request_session, scope="function")]
+
+
+class SignInRequired(Unauthorized):
+    """A page that needs a signed-in browser: the pages answer it with the sign-in page."""
+
+    code = "sign_in_required"
+
+
+def scope_of(user: User) -> AccountScope:
+    return mint(user.id, user.username)
+
+
+def browser_scope(db: Session, token: str | None) -> AccountScope | None:
+    if not token:
+        return None
+    user = Directory(db).user_of_browser_session(digest(token), datetime.now(UTC))
+    return scope_of(user) if user is not None else None
+
+
+def _bearer(authorization: str | None) -> str:
+    scheme, _, credential = (authorization or "").partition(" ")
+    credential = credential.strip()
+    if scheme.lower() != "bearer" or not credential:
+        raise Unauthorized(
+            "send your API key as 'Authorization: Bearer rok_...' "
+            "(make one on the portal's API keys page, or with webagents portal apikey)"
+        )
+    return credential
+
+
+def api_key_scope(db: Session, authorization: str | None) -> AccountScope:
+    """The account of a `rok_...` key; nothing else is accepted."""
+    credential = _bearer(authorization)
+    if not credential.startswith(API_KEY_PREFIX):
+        raise Unauthorized("this credential is not a portal API key (rok_...)")
+    user = Directory(db).user_of_api_key(digest(credential))
+    if user is None:
+        raise Unauthorized("this API key is unknown or was revoked: make a new one on the portal")
+    return scope_of(user)
+
+
+def bearer_scope(
+    db: Session, settings: PortalSettings, authorization: str | None, *, issuer: str
+) -> AccountScope:
+    """The account of a `rok_...` key or of an access token this portal signed for its API."""
+    credential = _bearer(authorization)
+    if credential.startswith(API_KEY_PREFIX):
+        return api_key_scope(db, authorization)
+    claims = tokens.verify(db, settings, credential, issuer=issuer, audience=tokens.PORTAL_AUDIENCE)
+    try:
+        user = db.get(User, uuid.UUID(str(claims["sub"])))
+    except ValueError:
+        user = None
+    if user is None:
+        raise Unauthorized("the account of this token no longer exists: run webagents login")
+    return scope_of(user)
+
+
+def administrator_scope(db: Session, username: str) -> AccountScope:
+    """For the command line, whose user holds the database itself."""
+    from .schemas import normalize_username
+
+    user = Directory(db).user_named(normalize_username(username))
+    if user is None:
+        raise NotFound(f"no user {username!r}: add one with webagents portal adduser {username}")
+    return scope_of(user)
+
+
+def optional_browser_account(request: Request, db: Db) -> AccountScope | None:
+    return browser_scope(db, request.cookies.get(SESSION_COOKIE))
+
+
+def browser_account(request: Request, db: Db) -> AccountScope:
+    scope = browser_scope(db, request.cookies.get(SESSION_COOKIE))
+    if scope is None:
+        raise SignInRequired("sign in to see this page")
+    return scope
+
+
+def api_account(request: Request, db: Db) -> AccountScope:
+    settings: PortalSettings = request.app.state.settings
+    issuer = tokens.issuer_of(settings, str(request.base_url))
+    return bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
+
+
+def api_key_account(request: Request, db: Db) -> AccountScope:
+    return api_key_scope(db, request.headers.get("authorization"))
+
+
+MaybeSignedIn = Annotated[AccountScope | None, Depends(optional_browser_account)]
+SignedIn = Annotated[AccountScope, Depends(browser_account)]
+ApiCaller = Annotated[AccountScope, Depends(api_account)]
+ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]

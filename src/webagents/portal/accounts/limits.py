@@ -1,0 +1,39 @@
+"""Sign-in attempts, limited per account and per address, counted in the database so that
+every portal process shares the count. Over the limit every attempt is answered 429 without
+looking at the password, so guessing stops even for the right one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from ..errors import TooManyRequests
+from ..settings import PortalSettings
+from .repository import Directory
+
+
+def check_allowed(
+    directory: Directory, settings: PortalSettings, username: str, address: str, now: datetime
+) -> None:
+    since = now - settings.sign_in_window
+    minutes = int(settings.sign_in_window.total_seconds() // 60)
+    if directory.failures_since(since, username=username) >= (
+        settings.sign_in_failures_per_account
+    ):
+        raise TooManyRequests(
+            f"too many failed sign-ins for {username!r}: wait {minutes} minutes and try again"
+        )
+    if directory.failures_since(since, address=address) >= settings.sign_in_failures_per_address:
+        raise TooManyRequests(
+            f"too many failed sign-ins from your address: wait {minutes} minutes and try again"
+        )
+
+
+def record_failure(
+    directory: Directory, settings: PortalSettings, username: str, address: str, now: datetime
+) -> None:
+    directory.forget_failures(before=now - settings.sign_in_window)
+    directory.add_failure(username[:64], address[:64], now)
+
+
+def record_success(directory: Directory, username: str) -> None:
+    directory.forget_failures_of(username)

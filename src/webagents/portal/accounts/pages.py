@@ -1,0 +1,167 @@
+"""Accounts' pages: sign up, sign in, sign out, the account's home and its API keys.
+
+Thin: check the form's CSRF token, call the service, render. A refusal is shown above the
+form it came from, with its status; the request's transaction still commits, so that a
+failed sign-in is counted.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ..agents.service import list_agents
+from ..errors import PortalError
+from ..settings import PortalSettings
+from ..web import (
+    CSRF_FIELD,
+    SESSION_COOKIE,
+    check_csrf,
+    clear_session_cookie,
+    local_path,
+    render,
+    set_csrf_cookie,
+    set_session_cookie,
+)
+from . import service
+from .auth import Db, MaybeSignedIn, SignedIn
+from .schemas import PASSWORD_MIN, USERNAME_RULE
+
+router = APIRouter()
+
+FormText = Annotated[str, Form()]
+Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
+
+
+def _settings(request: Request) -> PortalSettings:
+    settings: PortalSettings = request.app.state.settings
+    return settings
+
+
+def _signed_in(request: Request, signed: service.SignedIn, target: str) -> Response:
+    response = RedirectResponse(local_path(target), status_code=303)
+    lifetime = int(_settings(request).session_lifetime.total_seconds())
+    set_session_cookie(request, response, signed.token, lifetime)
+    set_csrf_cookie(request, response)  # a token seen before signing in is worth nothing after
+    return response
+
+
+@router.get("/signin")
+def sign_in_page(request: Request, user: MaybeSignedIn, next: str = "/") -> Response:
+    if user is not None:
+        return RedirectResponse(local_path(next), status_code=303)
+    return render(request, "signin.html", next=local_path(next), username="")
+
+
+@router.post("/signin")
+def sign_in(
+    request: Request,
+    db: Db,
+    csrf: Csrf = "",
+    username: FormText = "",
+    password: FormText = "",
+    next: FormText = "/",
+) -> Response:
+    try:
+        check_csrf(request, csrf)
+        address = request.client.host if request.client else "unknown"
+        signed = service.sign_in(db, _settings(request), username, password, address)
+    except PortalError as exc:
+        return render(
+            request,
+            "signin.html",
+            status=exc.status,
+            error=exc.message,
+            next=local_path(next),
+            username=username,
+        )
+    return _signed_in(request, signed, next)
+
+
+@router.get("/signup")
+def sign_up_page(request: Request, user: MaybeSignedIn) -> Response:
+    if user is not None:
+        return RedirectResponse("/", status_code=303)
+    return render(request, "signup.html", username="", rules=_rules())
+
+
+@router.post("/signup")
+def sign_up(
+    request: Request,
+    db: Db,
+    csrf: Csrf = "",
+    username: FormText = "",
+    password: FormText = "",
+) -> Response:
+    try:
+        check_csrf(request, csrf)
+        signed = service.sign_up(db, _settings(request), username, password)
+    except PortalError as exc:
+        return render(
+            request,
+            "signup.html",
+            status=exc.status,
+            error=exc.message,
+            username=username,
+            rules=_rules(),
+        )
+    return _signed_in(request, signed, "/")
+
+
+def _rules() -> str:
+    return f"Username: {USERNAME_RULE}. Password: at least {PASSWORD_MIN} characters."
+
+
+@router.post("/signout")
+def sign_out(request: Request, db: Db, csrf: Csrf = "") -> Response:
+    check_csrf(request, csrf)
+    service.sign_out(db, request.cookies.get(SESSION_COOKIE))
+    response = RedirectResponse("/signin", status_code=303)
+    clear_session_cookie(request, response)
+    set_csrf_cookie(request, response)
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, user: SignedIn, db: Db) -> Response:
+    return render(request, "home.html", user=user, agents=list_agents(db, user))
+
+
+@router.get("/keys", response_class=HTMLResponse)
+def keys_page(request: Request, user: SignedIn, db: Db) -> Response:
+    return render(request, "keys.html", user=user, keys=service.list_keys(db, user), new_key=None)
+
+
+@router.post("/keys", response_class=HTMLResponse)
+def create_key(
+    request: Request, user: SignedIn, db: Db, csrf: Csrf = "", name: FormText = ""
+) -> Response:
+    try:
+        check_csrf(request, csrf)
+        made = service.create_key(db, user, name)
+    except PortalError as exc:
+        keys = service.list_keys(db, user)
+        return render(
+            request,
+            "keys.html",
+            status=exc.status,
+            error=exc.message,
+            user=user,
+            keys=keys,
+            new_key=None,
+        )
+    # Shown in this answer once, never in a URL or a later page.
+    response = render(
+        request, "keys.html", user=user, keys=service.list_keys(db, user), new_key=made
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.post("/keys/{key_id}/revoke")
+def revoke_key(request: Request, user: SignedIn, db: Db, key_id: str, csrf: Csrf = "") -> Response:
+    check_csrf(request, csrf)
+    service.revoke_key(db, user, key_id)
+    return RedirectResponse("/keys", status_code=303)

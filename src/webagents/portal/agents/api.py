@@ -1,0 +1,57 @@
+"""Agents over the API (SPEC P4): `GET/POST /api/agents`, `GET/PATCH/DELETE
+/api/agents/{id}`, for a user's API key or access token."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict
+
+from ..accounts.auth import ApiCaller, Db
+from ..settings import PortalSettings
+from ..tokens.service import issuer_of
+from . import service
+from .schemas import AgentCreated, AgentIn, AgentList, AgentPatch, OneAgent
+
+router = APIRouter(prefix="/api/agents")
+
+
+class AgentTokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+
+
+@router.post("/token")
+def agent_token(
+    request: Request, scope: ApiCaller, db: Db, body: AgentTokenIn
+) -> dict[str, object]:
+    """A token to call an agent as this user (its `auth` skill verifies it)."""
+    settings: PortalSettings = request.app.state.settings
+    issuer = issuer_of(settings, str(request.base_url))
+    return service.agent_token(db, settings, scope, issuer, body.agent)
+
+
+@router.get("")
+def list_agents(scope: ApiCaller, db: Db) -> AgentList:
+    return AgentList(agents=service.list_agents(db, scope))
+
+
+@router.post("", status_code=201)
+def create_agent(scope: ApiCaller, db: Db, body: AgentIn) -> AgentCreated:
+    return service.create_agent(db, scope, body)
+
+
+@router.get("/{agent_id}")
+def get_agent(scope: ApiCaller, db: Db, agent_id: str) -> OneAgent:
+    return OneAgent(agent=service.agent_out(service.get_agent(db, scope, agent_id)))
+
+
+@router.patch("/{agent_id}")
+def update_agent(scope: ApiCaller, db: Db, agent_id: str, body: AgentPatch) -> OneAgent:
+    return OneAgent(agent=service.update_agent(db, scope, agent_id, body))
+
+
+@router.delete("/{agent_id}")
+def delete_agent(scope: ApiCaller, db: Db, agent_id: str) -> dict[str, bool]:
+    service.delete_agent(db, scope, agent_id)
+    return {"deleted": True}

@@ -1,0 +1,129 @@
+"""The rules of agents: names unique on the portal, a key made at creation and shown once,
+another account's agent answers 404."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ..accounts.credentials import digest, new_api_key
+from ..accounts.scope import AccountScope
+from ..db.tables import Agent
+from ..errors import Conflict, NotFound
+from ..settings import PortalSettings
+from ..tokens import service as tokens
+from .repository import Agents, agent_named, name_taken
+from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
+
+
+def agent_out(agent: Agent) -> AgentOut:
+    return AgentOut(
+        id=agent.id,
+        username=agent.name,
+        name=agent.name,
+        description=agent.description,
+        instructions=agent.instructions,
+        model=agent.model,
+        skills=list(agent.skills),
+        created_at=agent.created_at,
+        updated_at=agent.updated_at,
+    )
+
+
+def _taken(name: str) -> Conflict:
+    return Conflict(
+        f"the agent name {name!r} is taken on this portal: set another name: in its AGENT.md",
+        code="agent_name_taken",
+    )
+
+
+def list_agents(db: Session, scope: AccountScope) -> list[AgentOut]:
+    return [agent_out(agent) for agent in Agents(db, scope).all()]
+
+
+def get_agent(db: Session, scope: AccountScope, agent_id: str) -> Agent:
+    try:
+        wanted = uuid.UUID(agent_id)
+    except ValueError:
+        wanted = None
+    agent = Agents(db, scope).get(wanted) if wanted is not None else None
+    if agent is None:
+        raise NotFound(
+            "you have no such agent on this portal: publish it (webagents publish), or see "
+            "your agents with GET /api/agents"
+        )
+    return agent
+
+
+def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreated:
+    name = check_agent_name(given.name)
+    if name_taken(db, name):
+        raise _taken(name)
+    key = new_api_key()
+    now = datetime.now(UTC)
+    agent = Agent(
+        name=name,
+        description=given.description,
+        instructions=given.instructions,
+        model=given.model,
+        skills=given.skills,
+        key_hash=digest(key),
+        created_at=now,
+        updated_at=now,
+    )
+    try:
+        with db.begin_nested():
+            Agents(db, scope).add(agent)
+    except IntegrityError:
+        raise _taken(name) from None
+    return AgentCreated(agent=agent_out(agent), rawApiKey=key)
+
+
+def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPatch) -> AgentOut:
+    agent = get_agent(db, scope, agent_id)
+    changes = patch.model_dump(exclude_unset=True)
+    if "name" in changes and changes["name"] != agent.name:
+        name = check_agent_name(str(changes["name"]))
+        if name_taken(db, name):
+            raise _taken(name)
+    for field, value in changes.items():
+        if field == "name" and value is None:
+            continue
+        setattr(agent, field, value)
+    agent.updated_at = datetime.now(UTC)
+    db.flush()
+    return agent_out(agent)
+
+
+def delete_agent(db: Session, scope: AccountScope, agent_id: str) -> None:
+    Agents(db, scope).remove(get_agent(db, scope, agent_id))
+
+
+def agent_token(
+    db: Session, settings: PortalSettings, scope: AccountScope, issuer: str, name: str
+) -> dict[str, object]:
+    """A token to call the agent `name` as this user: `aud` is the agent, `tier` says
+    whether the user owns it. The agent's `auth` skill verifies it against the JWKS."""
+    agent = agent_named(db, name)
+    if agent is None:
+        raise NotFound(f"there is no agent {name!r} on this portal")
+    tier = "owner" if agent.user_id == scope.user_id else "user"
+    issued = tokens.issue(
+        db,
+        settings,
+        issuer=issuer,
+        subject=scope.user_id,
+        username=scope.username,
+        audience=f"agent:{agent.id}",
+        extra={"tier": tier},
+    )
+    return {
+        "access_token": issued.token,
+        "agent_id": str(agent.id),
+        "agent_name": agent.name,
+        "tier": tier,
+        "expires_in": int(settings.token_lifetime.total_seconds()),
+    }

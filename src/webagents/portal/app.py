@@ -1,0 +1,94 @@
+"""The portal's FastAPI app: the features' routers, and one error handler for the API (JSON,
+OpenAI-shaped) and one for the pages (the message on a page).
+
+The app keeps nothing another portal process would need: sessions, keys and sign-in counts
+are in the database, so any number of processes can serve one PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from sqlalchemy import Engine
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..openai_wire import error_body
+from ..server.api_errors import error_type
+from .accounts import api as accounts_api
+from .accounts import pages as accounts_pages
+from .accounts.auth import SignInRequired
+from .agents import api as agents_api
+from .cli_login import api as cli_login_api
+from .cli_login import pages as cli_login_pages
+from .db.engine import make_engine, make_sessions
+from .errors import PortalError
+from .settings import PortalSettings
+from .tokens import api as tokens_api
+from .web import render
+
+log = logging.getLogger("webagents.portal")
+
+
+def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> FastAPI:
+    """The app on an already migrated database (see db.migrate.upgrade)."""
+    app = FastAPI(title="webagents portal", version=__version__, docs_url=None, redoc_url=None)
+    app.state.settings = settings
+    app.state.engine = engine if engine is not None else make_engine(settings)
+    app.state.sessions = make_sessions(app.state.engine)
+
+    app.include_router(accounts_api.router)
+    app.include_router(accounts_pages.router)
+    app.include_router(tokens_api.router)
+    app.include_router(cli_login_api.router)
+    app.include_router(cli_login_pages.router)
+    app.include_router(agents_api.router)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.exception_handler(PortalError)
+    async def _portal_error(request: Request, exc: PortalError) -> Response:
+        return _answer(
+            request, exc.status, exc.message, exc.code, sign_in=isinstance(exc, SignInRequired)
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        message = str(exc.detail) if exc.status_code != 404 else "there is nothing here"
+        return _answer(request, exc.status_code, message, None)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        return _answer(request, 400, f"the request is not valid: {problems}", "invalid_request")
+
+    return app
+
+
+def _is_api(request: Request) -> bool:
+    path = request.url.path
+    return path.startswith(("/api/", "/.well-known/")) or path == "/health"
+
+
+def _answer(
+    request: Request, status: int, message: str, code: str | None, *, sign_in: bool = False
+) -> Response:
+    if _is_api(request):
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse(
+            error_body(message, error_type(status), code), status_code=status, headers=headers
+        )
+    if sign_in:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303)
+    title = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
+    return render(request, "error.html", status=status, error=message, title=title)

@@ -1,0 +1,67 @@
+"""The command line's sign-in over the API: the device grant's two endpoints (RFC 8628,
+answered in its own JSON shape) and logout."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import JSONResponse
+
+from ..accounts.auth import ApiCaller, Db
+from ..settings import PortalSettings
+from ..tokens import service as tokens
+from . import service
+
+router = APIRouter(prefix="/api/auth")
+
+
+def _settings(request: Request) -> PortalSettings:
+    settings: PortalSettings = request.app.state.settings
+    return settings
+
+
+def _issuer(request: Request) -> str:
+    return tokens.issuer_of(_settings(request), str(request.base_url))
+
+
+@router.post("/device/code")
+def device_code(request: Request, db: Db) -> dict[str, Any]:
+    return service.start_device(db, _issuer(request))
+
+
+@router.post("/device/token", response_model=None)
+def device_token(
+    request: Request,
+    db: Db,
+    grant_type: Annotated[str, Form()] = "",
+    device_code: Annotated[str, Form()] = "",
+) -> dict[str, Any] | JSONResponse:
+    try:
+        return service.poll_device(
+            db, _settings(request), _issuer(request), grant_type, device_code
+        )
+    except service.DeviceGrantError as exc:
+        # Answered, not raised: the poll's time is kept (slow_down needs it).
+        return JSONResponse(
+            {"error": exc.code, "error_description": exc.message},
+            status_code=400,
+            headers={"Cache-Control": "no-store"},
+        )
+
+
+@router.post("/cli/logout")
+def logout(request: Request, db: Db, scope: ApiCaller) -> dict[str, bool]:
+    """Revoke the access token this request carries (an API key is revoked on its page)."""
+    credential = request.headers["authorization"].partition(" ")[2].strip()
+    if credential.startswith("rok_"):
+        return {"revoked": False}
+    claims = tokens.verify(
+        db,
+        _settings(request),
+        credential,
+        issuer=_issuer(request),
+        audience=tokens.PORTAL_AUDIENCE,
+    )
+    tokens.revoke(db, claims, scope.user_id)
+    return {"revoked": True}

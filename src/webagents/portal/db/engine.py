@@ -1,0 +1,64 @@
+"""Engines and the request's session: one transaction per request, committed on success.
+
+SQLite gets the same transaction semantics as PostgreSQL here: Python's sqlite3 begins
+transactions on its own (and not before DDL or SAVEPOINT), so the engine turns that off and
+emits BEGIN itself, as SQLAlchemy documents. It emits BEGIN IMMEDIATE: a deferred transaction
+that reads, then writes after another process wrote, fails at once with "database is locked"
+(busy_timeout cannot help it), while an immediate one waits its turn. Foreign keys are
+switched on, and the WAL journal lets readers outside transactions work beside the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import Request
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..settings import PortalSettings
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def make_engine(settings: PortalSettings) -> Engine:
+    if not settings.is_sqlite:
+        return create_engine(settings.database_url, pool_pre_ping=True)
+    engine = create_engine(settings.database_url, connect_args={"check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (below)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def make_sessions(engine: Engine) -> sessionmaker[Session]:
+    # expire_on_commit off: a page may still render what it just saved after the commit.
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def request_session(request: Request) -> Iterator[Session]:
+    """The request's one transaction: committed when the endpoint returns, rolled back when
+    it raises (a refusal included). Services flush, never commit.
+
+    Use as `Depends(request_session, scope="function")`, so the commit happens before the
+    answer is sent: a client never sees a success that was not kept."""
+    sessions: sessionmaker[Session] = request.app.state.sessions
+    with sessions() as session:
+        try:
+            yield session
+        except BaseException:
+            session.rollback()
+            raise
+        session.commit()

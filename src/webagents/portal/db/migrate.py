@@ -1,0 +1,62 @@
+"""Migrations: the one Alembic tree in `migrations/`, applied at start and by
+`webagents portal migrate`; `schema_differences` is what `alembic check` would report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, text
+
+from .tables import Base
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+# Any fixed number: portal processes starting together on one PostgreSQL take turns.
+_MIGRATION_LOCK = 0x77E6A9E5
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["connection"] = connection
+    return config
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the database to the newest schema; a no-op when it is there already."""
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
+            connection.commit()
+        try:
+            command.upgrade(alembic_config(connection), "head")
+            connection.commit()
+        finally:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK}
+                )
+                connection.commit()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def schema_differences(engine: Engine) -> list[Any]:
+    """What the models have that the database lacks, or the reverse; empty when they agree."""
+    with engine.connect() as connection:
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "compare_server_default": True}
+        )
+        return list(compare_metadata(context, Base.metadata))

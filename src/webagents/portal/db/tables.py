@@ -1,0 +1,190 @@
+"""Every table of the portal, under one MetaData with a naming convention.
+
+Portable types only (Uuid, DateTime with time zone, String), so that SQLite and PostgreSQL
+share one schema; constraint names come from the convention, so migrations can name them on
+both databases (SQLite's batch mode needs the names).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    Text,
+    Uuid,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A moment, always in UTC: PostgreSQL keeps the zone, SQLite does not (it would hand
+    back naive times), so the zone is put back on reading and required on writing."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("the portal keeps times with their zone: give an aware datetime")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment: datetime = value
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UtcDateTime}  # noqa: RUF012 (SQLAlchemy reads it here)
+
+
+class User(Base):
+    """A person with an account (P1)."""
+
+    __tablename__ = "users"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    username: Mapped[str] = mapped_column(String(32), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BrowserSession(Base):
+    """A signed-in browser: the cookie holds a random token, the table only its SHA-256, so
+    that any portal process can check it and a leaked table signs no one in."""
+
+    __tablename__ = "browser_sessions"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+
+
+class ApiKey(Base):
+    """A user's `rok_...` key: shown once, kept as its SHA-256, revoked by date."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column()
+
+
+class SignInAttempt(Base):
+    """A failed sign-in, kept in the database so that every portal process counts it."""
+
+    __tablename__ = "sign_in_attempts"
+    __table_args__ = (
+        Index(None, "username", "at"),
+        Index(None, "address", "at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    username: Mapped[str] = mapped_column(String(64))
+    address: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SigningKey(Base):
+    """A key the portal signs access tokens with (P2). A new key is published (in the JWKS)
+    from `created_at` and signs from `activates_at`, so verifiers can fetch it first; a key
+    replaced by a newer one stays published until the last token it signed has expired.
+    The private key never leaves this table."""
+
+    __tablename__ = "signing_keys"
+
+    kid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    algorithm: Mapped[str] = mapped_column(String(16))
+    private_pem: Mapped[str] = mapped_column(Text)
+    public_jwk: Mapped[dict[str, str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    activates_at: Mapped[datetime] = mapped_column()
+
+
+class IssuedToken(Base):
+    """An access token the portal issued for its own API, by its `jti`: revoked at logout,
+    and checked by every process. Rows go once the token has expired."""
+
+    __tablename__ = "issued_tokens"
+
+    jti: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+    revoked_at: Mapped[datetime | None] = mapped_column()
+
+
+class DeviceCode(Base):
+    """A pending device authorization (RFC 8628): the device polls with `device_code` (kept
+    as its SHA-256), a signed-in person approves `user_code` on the /device page."""
+
+    __tablename__ = "device_codes"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    device_code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_code: Mapped[str] = mapped_column(String(16), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE")
+    )
+    denied: Mapped[bool] = mapped_column(default=False)
+    consumed_at: Mapped[datetime | None] = mapped_column()
+    last_polled_at: Mapped[datetime | None] = mapped_column()
+
+
+class Agent(Base):
+    """An agent published by its owner (P4). Its name is unique on the portal (it names the
+    agent's public endpoint); its key (`rawApiKey`, shown once) is kept as its SHA-256."""
+
+    __tablename__ = "agents"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    model: Mapped[str | None] = mapped_column(String(200))
+    skills: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,128 @@
+"""The portal's settings, checked once at start: the database, sessions, sign-in limits.
+
+The database URL comes from `--database`, else `WEBAGENTS_PORTAL_DATABASE_URL`, else a
+SQLite file under the profile's `~/.webagents/portal/` (folder 0700, file 0600).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from .._files import ensure_private_dir, ensure_private_file
+from ..errors import ConfigError
+from ..home import webagents_home
+
+DATABASE_ENV = "WEBAGENTS_PORTAL_DATABASE_URL"
+DEFAULT_PORT = 8700
+
+
+def portal_dir(profile: str | None = None) -> Path:
+    """Where the embedded portal keeps its database: `~/.webagents/portal/`."""
+    return webagents_home(profile) / "portal"
+
+
+@dataclass(frozen=True)
+class PortalSettings:
+    database_url: str
+    session_lifetime: timedelta = timedelta(days=14)
+    # Failed sign-ins allowed within the window before every attempt is answered 429:
+    # per account (guessing one password) and per address (trying many accounts).
+    sign_in_window: timedelta = timedelta(minutes=15)
+    sign_in_failures_per_account: int = 5
+    sign_in_failures_per_address: int = 20
+    allow_sign_up: bool = True
+    # Access tokens (P2): how long one is valid, and how long a rotated-in key is published
+    # before it signs (verifiers cache the JWKS for at most JWKS_MAX_AGE).
+    token_lifetime: timedelta = timedelta(hours=24)
+    key_publish_ahead: timedelta = timedelta(minutes=10)
+    # The portal's address as clients reach it (the tokens' issuer); by default the address
+    # the request came to.
+    public_url: str | None = None
+
+    @property
+    def url(self) -> URL:
+        return make_url(self.database_url)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+
+def resolve_settings(database: str | None = None, *, profile: str | None = None) -> PortalSettings:
+    """Settings from the command line and the environment, checked; the SQLite file made."""
+    given = database or os.environ.get(DATABASE_ENV) or None
+    if given is None:
+        path = ensure_private_dir(portal_dir(profile)) / "portal.db"
+        _private_sqlite_file(path)
+        return PortalSettings(database_url=_sqlite_url(path))
+    url = check_database_url(given)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        path = Path(url.database or "").expanduser()
+        _private_sqlite_file(path)
+        return PortalSettings(database_url=_sqlite_url(path))
+    return PortalSettings(database_url=url.render_as_string(hide_password=False))
+
+
+def check_database_url(given: str) -> URL:
+    """The URL if the portal can use it; otherwise a ConfigError that names the fix."""
+    where = "--database or " + DATABASE_ENV
+    try:
+        url = make_url(given)
+    except ArgumentError:
+        raise ConfigError(
+            f"the portal database URL ({where}) is not a URL: write sqlite:///PATH/portal.db "
+            "or postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"
+        ) from None
+    backend, driver = url.get_backend_name(), url.get_driver_name()
+    if backend == "sqlite" and driver == "pysqlite":
+        if url.database in (None, "", ":memory:"):
+            raise ConfigError(
+                f"the portal database ({where}) must be a file, not an in-memory SQLite "
+                "database: write sqlite:///PATH/portal.db"
+            )
+        return url
+    if backend == "postgresql" and driver == "psycopg":
+        return url
+    if backend == "postgresql":
+        raise ConfigError(
+            f"the portal talks to PostgreSQL through psycopg 3: write postgresql+psycopg://... "
+            f"instead of {url.drivername}://... ({where})"
+        )
+    raise ConfigError(
+        f"the portal keeps its data in SQLite or PostgreSQL, not {backend!r} ({where}): write "
+        "sqlite:///PATH/portal.db or postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"
+    )
+
+
+def check_public_url(given: str | None) -> str | None:
+    """The portal's public address without a trailing slash; None stays None."""
+    if given is None:
+        return None
+    parts = urlsplit(given.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ConfigError(
+            f"--public-url (or WEBAGENTS_PORTAL_PUBLIC_URL) must be the address clients use, "
+            f"like https://portal.example.com, not {given!r}"
+        )
+    return given.strip().rstrip("/")
+
+
+def _private_sqlite_file(path: Path) -> None:
+    """The database file 0600 before SQLite opens it (its -wal/-shm files take its mode);
+    a missing folder is made 0700, an existing one left as its owner set it."""
+    if not path.parent.exists():
+        ensure_private_dir(path.parent)
+    if not path.parent.is_dir():
+        raise ConfigError(f"{path.parent} is not a folder: give a database file in a folder")
+    ensure_private_file(path)
+
+
+def _sqlite_url(path: Path) -> str:
+    return URL.create("sqlite+pysqlite", database=str(path.resolve())).render_as_string()

@@ -1,0 +1,73 @@
+"""Signing keys as data: make an RSA key, its public JWK, and which keys are in use.
+
+Which key signs and which are published is worked out from the keys' activation times
+alone, so that every portal process, reading the same table, agrees without talking."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+
+from ..db.tables import SigningKey
+
+ALGORITHM = "RS256"
+
+
+def new_signing_key(now: datetime, activates_at: datetime) -> SigningKey:
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk: dict[str, Any] = RSAAlgorithm.to_jwk(private.public_key(), as_dict=True)
+    # The kid is the RFC 7638 thumbprint of the public key: stable and unique to it.
+    canonical = f'{{"e":"{jwk["e"]}","kty":"RSA","n":"{jwk["n"]}"}}'.encode()
+    kid = base64.urlsafe_b64encode(hashlib.sha256(canonical).digest()).decode().rstrip("=")
+    public = {
+        "kty": "RSA",
+        "n": jwk["n"],
+        "e": jwk["e"],
+        "kid": kid,
+        "alg": ALGORITHM,
+        "use": "sig",
+    }
+    pem = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return SigningKey(
+        kid=kid,
+        algorithm=ALGORITHM,
+        private_pem=pem,
+        public_jwk=public,
+        created_at=now,
+        activates_at=activates_at,
+    )
+
+
+def signer(keys: Sequence[SigningKey], now: datetime) -> SigningKey | None:
+    """The newest key whose time to sign has come."""
+    active = [key for key in _ordered(keys) if key.activates_at <= now]
+    return active[-1] if active else None
+
+
+def published(
+    keys: Sequence[SigningKey], now: datetime, token_lifetime: timedelta
+) -> list[SigningKey]:
+    """The keys a verifier needs: every key not yet replaced (a new one included, before it
+    signs), and a replaced one until the last token it could have signed has expired."""
+    ordered = _ordered(keys)
+    successors: list[SigningKey | None] = [*ordered[1:], None]
+    return [
+        key
+        for key, successor in zip(ordered, successors[: len(ordered)], strict=True)
+        if successor is None or successor.activates_at + token_lifetime > now
+    ]
+
+
+def _ordered(keys: Sequence[SigningKey]) -> list[SigningKey]:
+    return sorted(keys, key=lambda key: (key.activates_at, key.kid))

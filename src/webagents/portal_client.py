@@ -1,0 +1,190 @@
+"""The one client of the portal's API (login, whoami, logout; later publish, sync, Connect).
+
+Errors say what to run: a refused credential is a SignInError ("run webagents login"), a
+portal that does not answer says where it was looked for.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from .errors import ConfigError, WebAgentsError
+
+PORTAL_URL_ENV = "ROBUTLER_API_URL"
+DEFAULT_PORTAL = "http://127.0.0.1:8700"
+DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+
+
+class PortalUnreachable(WebAgentsError):
+    """The portal did not answer, or answered something that is not its API."""
+
+
+class SignInError(ConfigError):
+    """The portal refused the credential: the user must sign in (again)."""
+
+
+class Refused(ConfigError):
+    """The portal refused the request (a 4xx other than 401); the message is its own."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class DeviceAnswer:
+    """A poll of the device grant: a token, or what RFC 8628 says to do (`error`)."""
+
+    token: dict[str, Any] | None
+    error: str | None
+
+
+def portal_url(given: str | None, remembered: str | None = None) -> str:
+    """`--portal`, else ROBUTLER_API_URL, else the portal of the last login, else local."""
+    url = given or os.environ.get(PORTAL_URL_ENV) or remembered or DEFAULT_PORTAL
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"the portal address must start with http:// or https://, not {url!r}")
+    return url.rstrip("/")
+
+
+class PortalClient:
+    def __init__(self, base_url: str, bearer: str | None = None, timeout: float = 30) -> None:
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> PortalClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise PortalUnreachable(
+                f"cannot reach the portal at {self.base_url} ({exc}): check --portal or "
+                f"{PORTAL_URL_ENV}, and that the portal is running (webagents portal serve)"
+            ) from None
+
+    def _json(self, answer: httpx.Response) -> dict[str, Any]:
+        try:
+            body = answer.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise PortalUnreachable(
+                f"{self.base_url} answered {answer.status_code} without the portal's JSON: "
+                "is this the portal's address?"
+            )
+        return body
+
+    def _checked(self, answer: httpx.Response) -> dict[str, Any]:
+        body = self._json(answer)
+        if answer.status_code == 401:
+            message = body.get("error", {}).get("message", "the portal refused the sign-in")
+            raise SignInError(
+                f"{message}" if "webagents login" in message else f"{message}: run webagents login"
+            )
+        if answer.status_code >= 400:
+            message = body.get("error", {}).get("message", f"status {answer.status_code}")
+            if 400 <= answer.status_code < 500:
+                raise Refused(message, status=answer.status_code)
+            raise WebAgentsError(f"the portal failed: {message}")
+        return body
+
+    def me(self) -> dict[str, Any]:
+        user: dict[str, Any] = self._checked(self._send("GET", "/api/users/me"))["user"]
+        return user
+
+    def exchange_key(self) -> dict[str, Any]:
+        """This client's bearer is an API key: an access token for it."""
+        return self._checked(self._send("POST", "/api/auth/cli/token", json={}))
+
+    def logout(self) -> bool:
+        return bool(self._checked(self._send("POST", "/api/auth/cli/logout", json={}))["revoked"])
+
+    def create_agent(self, agent: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._send("POST", "/api/agents", json=agent))
+
+    def update_agent(self, agent_id: str, agent: dict[str, Any]) -> dict[str, Any]:
+        return self._checked(self._send("PATCH", f"/api/agents/{agent_id}", json=agent))
+
+    def list_agents(self) -> list[dict[str, Any]]:
+        agents: list[dict[str, Any]] = self._checked(self._send("GET", "/api/agents"))["agents"]
+        return agents
+
+    def device_code(self) -> dict[str, Any]:
+        return self._checked(self._send("POST", "/api/auth/device/code"))
+
+    def device_token(self, device_code: str) -> DeviceAnswer:
+        answer = self._send(
+            "POST",
+            "/api/auth/device/token",
+            data={"grant_type": DEVICE_GRANT, "device_code": device_code},
+        )
+        body = self._json(answer)
+        if answer.status_code == 200:
+            return DeviceAnswer(token=body, error=None)
+        return DeviceAnswer(token=None, error=str(body.get("error", "invalid_grant")))
+
+
+@dataclass(frozen=True)
+class Login:
+    """What `webagents login` keeps per profile (0600): the portal, who, and the token."""
+
+    portal: str
+    username: str
+    user_id: str
+    access_token: str
+
+
+def load_login(profile: str | None) -> Login | None:
+    import json
+
+    from .home import login_file
+
+    path = login_file(profile)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Login(
+            portal=str(data["portal"]),
+            username=str(data["username"]),
+            user_id=str(data["user_id"]),
+            access_token=str(data["access_token"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError(
+            f"{path} is damaged (not the sign-in webagents login writes): "
+            "run webagents logout, then webagents login"
+        ) from None
+
+
+def save_login(profile: str | None, login: Login) -> None:
+    import json
+    from dataclasses import asdict
+
+    from ._files import atomic_write
+    from .home import login_file
+
+    atomic_write(login_file(profile), (json.dumps(asdict(login), indent=2) + "\n").encode())
+
+
+def forget_login(profile: str | None) -> bool:
+    from .home import login_file
+
+    try:
+        login_file(profile).unlink()
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,197 @@
+"""The `auth` skill (SPEC A): verify bearer tokens the portal signed for this agent.
+
+`- auth` (or `- auth: {portal: URL}`) trusts the portal the agent is published on: the portal
+of the folder's link (`webagents publish`), else the one `webagents login` signed in to, else
+ROBUTLER_API_URL. A token the portal issued for this agent (`aud` = `agent:<agent id>`) names
+its caller: the agent's owner on the portal (`tier: owner`) is the owner; any other portal
+user is `caller:<username>`. A token from another issuer is left to the `access:` block; a
+token from this portal that fails (another agent's audience, expired, an unknown key, any
+algorithm but RS256) is refused, never taken for anonymous.
+
+Not yet in the skills registry: the server must first verify through `PortalOrAccess`
+(server/hosting.py builds `AccessVerifier(access)` alone today), which lands after the
+hardening issue's server changes; until then `- auth` in an AGENT.md is refused as unknown
+rather than accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import jwt
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..access import AccessVerifier, Unauthorized
+from ..caller import Caller
+from ..context import AgentInfo
+from ..errors import ConfigError
+from .base import Skill
+
+ALGORITHM = "RS256"
+JWKS_REFETCH_SECONDS = 30
+
+
+class AuthSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    portal: str | None = Field(
+        default=None, description="the portal's address (default: the folder's link)"
+    )
+
+
+class AuthSkill(Skill[AuthSettings]):
+    name = "auth"
+    Settings = AuthSettings
+
+    def __init__(
+        self,
+        settings: AuthSettings | None = None,
+        /,
+        *,
+        http: httpx.AsyncClient | None = None,
+        **values: Any,
+    ) -> None:
+        super().__init__(settings, **values)
+        self._http = http
+        self.portal: str | None = None
+        self.agent_id: str | None = None
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched_at = -float("inf")
+
+    def bind(self, agent: AgentInfo) -> None:
+        link = _link(agent)
+        self.agent_id = link.get("agentId") if link else None
+        if not self.agent_id:
+            raise ConfigError(
+                f"the auth skill verifies the portal's tokens for agent {agent.name!r}, which "
+                "is not published: run webagents publish in its folder first"
+            )
+        portal = self.settings.portal or (link or {}).get("portal") or _login_portal(agent)
+        portal = portal or os.environ.get("ROBUTLER_API_URL")
+        if not portal:
+            raise ConfigError(
+                "the auth skill does not know the portal: set auth: {portal: URL}, or run "
+                "webagents login and webagents publish"
+            )
+        self.portal = str(portal).rstrip("/")
+
+    @property
+    def audience(self) -> str:
+        return f"agent:{self.agent_id}"
+
+    async def caller(self, token: str) -> Caller | None:
+        """The caller a portal token names; None when the token is not this portal's."""
+        if token.count(".") != 2:
+            return None
+        try:
+            header = jwt.get_unverified_header(token)
+            claimed = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            return None
+        if claimed.get("iss") != self.portal:
+            return None
+        if header.get("alg") != ALGORITHM:
+            raise Unauthorized(f"the portal's tokens are {ALGORITHM}, not {header.get('alg')!r}")
+        key = await self._key(header.get("kid"))
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=[ALGORITHM],
+                audience=self.audience,
+                issuer=self.portal,
+                options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthorized("the portal token has expired: get a new one") from None
+        except jwt.InvalidAudienceError:
+            raise Unauthorized("the portal token is for another agent (audience)") from None
+        except jwt.PyJWTError as exc:
+            raise Unauthorized(f"the portal token does not verify ({exc})") from None
+        if claims.get("tier") == "owner":
+            return Caller.owner()
+        username = claims.get("username")
+        if not isinstance(username, str) or not username:
+            raise Unauthorized("the portal token names no user")
+        return Caller.verified(username)
+
+    async def _key(self, kid: object) -> jwt.PyJWK:
+        if isinstance(kid, str) and kid in self._keys:
+            return self._keys[kid]
+        # An unknown kid may be a key the portal has just rotated in: fetch the JWKS again,
+        # but not more often than every JWKS_REFETCH_SECONDS, whatever callers send.
+        if time.monotonic() - self._fetched_at >= JWKS_REFETCH_SECONDS:
+            await self._fetch()
+        if isinstance(kid, str) and kid in self._keys:
+            return self._keys[kid]
+        raise Unauthorized("the portal token is signed by a key the portal does not publish")
+
+    async def _fetch(self) -> None:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=10)
+        url = f"{self.portal}/.well-known/jwks.json"
+        self._fetched_at = time.monotonic()
+        try:
+            answer = await self._http.get(url)
+            answer.raise_for_status()
+            keys = answer.json()["keys"]
+            self._keys = {str(k["kid"]): jwt.PyJWK(k) for k in keys if k.get("alg") == ALGORITHM}
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, jwt.PyJWTError) as exc:
+            raise Unauthorized(f"the portal's keys could not be read from {url} ({exc})") from None
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+
+class PortalOrAccess:
+    """Both verifiers of a served agent: a token of the `auth` skill's portal is decided by
+    the skill; every other credential by the `access:` block."""
+
+    def __init__(self, access: AccessVerifier, auth: AuthSkill) -> None:
+        self.access = access
+        self.auth = auth
+        self.configured = True
+
+    def describe(self) -> str:
+        own = self.access.describe()
+        portal = f"tokens of the portal {self.auth.portal}"
+        return portal if own == "nothing" else f"{portal}, {own}"
+
+    async def caller(self, authorization: str | None, headers: Mapping[str, str]) -> Caller:
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            found = await self.auth.caller(token.strip())
+            if found is not None:
+                return found
+        return await self.access.caller(authorization, headers)
+
+    async def aclose(self) -> None:
+        await self.access.aclose()
+
+
+def _link(agent: AgentInfo) -> dict[str, Any] | None:
+    if agent.directory is None:
+        return None
+    path = agent.directory / ".webagents" / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON ({exc}): fix or remove it") from None
+    link = config.get("link") if isinstance(config, dict) else None
+    return link if isinstance(link, dict) else None
+
+
+def _login_portal(agent: AgentInfo) -> str | None:
+    from ..portal_client import load_login
+
+    kept = load_login(agent.profile)
+    return kept.portal if kept else None

@@ -1,0 +1,200 @@
+"""The `auth` skill (SPEC A) against the portal's real tokens and JWKS: the owner's token is
+the owner, another portal user's is `caller:<username>`; another agent's audience, expired,
+an unknown or wrong key, `alg: none` and HS256-with-the-public-key are refused; a token of
+another issuer is left to the `access:` block."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from webagents.access import AccessVerifier, Unauthorized
+from webagents.agent_file import AccessSpec
+from webagents.caller import Caller
+from webagents.context import AgentInfo
+from webagents.errors import ConfigError
+from webagents.portal.accounts import service as accounts
+from webagents.portal.db.tables import SigningKey
+from webagents.skills.auth import AuthSkill, PortalOrAccess
+
+from .conftest import make_account
+
+PORTAL = "http://testserver"
+HELPER = {"name": "helper", "instructions": "Be brief."}
+
+
+def _bearer(db: Session, username: str) -> dict[str, str]:
+    scope = make_account(db, username)
+    return {"Authorization": f"Bearer {accounts.create_key(db, scope, 'cli').key}"}
+
+
+def _agent_token(client: TestClient, headers: dict[str, str], agent: str = "helper") -> str:
+    answer = client.post("/api/agents/token", headers=headers, json={"agent": agent})
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["access_token"])
+
+
+def _skill(client: TestClient, folder: Path, agent_id: str) -> AuthSkill:
+    (folder / ".webagents").mkdir(parents=True)
+    (folder / ".webagents" / "config.json").write_text(
+        json.dumps({"link": {"agentId": agent_id, "agentName": "helper", "portal": PORTAL}})
+    )
+    fetched: list[str] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        """The portal's JWKS, as the portal publishes it at the time of the request."""
+        fetched.append(str(request.url))
+        return httpx.Response(200, json=client.get(request.url.path).json())
+
+    skill = AuthSkill(http=httpx.AsyncClient(transport=httpx.MockTransport(serve)))
+    skill.bind(AgentInfo(name="helper", directory=folder))
+    skill.fetched = fetched  # type: ignore[attr-defined]
+    return skill
+
+
+@pytest.fixture
+def world(client: TestClient, db: Session, tmp_path: Path) -> dict[str, Any]:
+    alice, bob = _bearer(db, "alice"), _bearer(db, "bob")
+    made = client.post("/api/agents", headers=alice, json=HELPER).json()
+    client.post("/api/agents", headers=bob, json={**HELPER, "name": "other"})
+    skill = _skill(client, tmp_path / "helper", made["agent"]["id"])
+    return {"alice": alice, "bob": bob, "skill": skill, "agent_id": made["agent"]["id"]}
+
+
+async def test_a_the_owners_portal_token_is_the_owner_and_another_users_is_a_caller(
+    client: TestClient, world: dict[str, Any]
+) -> None:
+    skill: AuthSkill = world["skill"]
+    owner = _agent_token(client, world["alice"])
+    other = _agent_token(client, world["bob"])
+    assert await skill.caller(owner) == Caller.owner()
+    assert await skill.caller(other) == Caller.verified("bob")
+    assert skill.fetched == [f"{PORTAL}/.well-known/jwks.json"]  # type: ignore[attr-defined]
+    claims = jwt.decode(other, options={"verify_signature": False})
+    assert (claims["aud"], claims["tier"], claims["sub"] != "") == (
+        f"agent:{world['agent_id']}",
+        "user",
+        True,
+    )
+    await skill.aclose()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _forge(claims: dict[str, Any], header: dict[str, Any], sign: Any) -> str:
+    head = _b64(json.dumps(header).encode())
+    body = _b64(json.dumps(claims).encode())
+    return f"{head}.{body}.{_b64(sign(f'{head}.{body}'.encode()))}"
+
+
+async def test_a_misdirected_expired_and_forged_portal_tokens_are_refused(
+    client: TestClient, db: Session, world: dict[str, Any]
+) -> None:
+    skill: AuthSkill = world["skill"]
+    good = _agent_token(client, world["bob"])
+    claims = jwt.decode(good, options={"verify_signature": False})
+    signing = db.scalars(select(SigningKey)).one()
+    private = serialization.load_pem_private_key(signing.private_pem.encode(), password=None)
+    public_pem = private.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def real(payload: dict[str, Any]) -> str:
+        return jwt.encode(
+            payload, signing.private_pem, algorithm="RS256", headers={"kid": signing.kid}
+        )
+
+    cases = [
+        (
+            "another agent's audience",
+            _agent_token(client, world["bob"], "other"),
+            "the portal token is for another agent (audience)",
+        ),
+        (
+            "the portal's own API",
+            client.post("/api/auth/cli/token", headers=world["bob"], json={}).json()[
+                "access_token"
+            ],
+            "the portal token is for another agent (audience)",
+        ),
+        (
+            "expired",
+            real({**claims, "iat": claims["iat"] - 7200, "exp": claims["iat"] - 3600}),
+            "the portal token has expired: get a new one",
+        ),
+        (
+            "a stranger's key under the portal's kid",
+            jwt.encode(claims, stranger, algorithm="RS256", headers={"kid": signing.kid}),
+            "the portal token does not verify (Signature verification failed)",
+        ),
+        (
+            "an unknown kid",
+            jwt.encode(claims, stranger, algorithm="RS256", headers={"kid": "nope"}),
+            "the portal token is signed by a key the portal does not publish",
+        ),
+        (
+            "alg none",
+            _forge(claims, {"alg": "none", "kid": signing.kid}, lambda _: b""),
+            "the portal's tokens are RS256, not 'none'",
+        ),
+        (
+            "HS256 with the public key",
+            _forge(
+                claims,
+                {"alg": "HS256", "kid": signing.kid},
+                lambda data: hmac.new(public_pem, data, hashlib.sha256).digest(),
+            ),
+            "the portal's tokens are RS256, not 'HS256'",
+        ),
+    ]
+    for name, token, message in cases:
+        with pytest.raises(Unauthorized) as refused:
+            await skill.caller(token)
+        assert str(refused.value) == message, name
+    await skill.aclose()
+
+
+async def test_a_the_auth_skill_composes_with_the_access_block(
+    client: TestClient, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAROL_KEY", "carol-secret-key")
+    access = AccessVerifier(AccessSpec(keys={"carol@example.com": "env:CAROL_KEY"}))
+    both = PortalOrAccess(access, world["skill"])
+    owner = _agent_token(client, world["alice"])
+    assert await both.caller(f"Bearer {owner}", {}) == Caller.owner()
+    assert await both.caller("Bearer carol-secret-key", {}) == Caller.verified("carol@example.com")
+    assert await both.caller(None, {}) == Caller.anonymous()
+    elsewhere = jwt.encode(
+        {"iss": "https://id.example.com", "sub": "x", "aud": "helper", "exp": 2**31},
+        rsa.generate_private_key(public_exponent=65537, key_size=2048),
+        algorithm="RS256",
+    )
+    with pytest.raises(Unauthorized):  # not the portal's: the access block decides, and refuses
+        await both.caller(f"Bearer {elsewhere}", {})
+    assert both.describe() == f"tokens of the portal {PORTAL}, 1 API key"
+    await both.aclose()
+    await world["skill"].aclose()
+
+
+def test_a_the_auth_skill_needs_a_published_agent(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        AuthSkill().bind(AgentInfo(name="helper", directory=tmp_path))
+    assert str(refused.value) == (
+        "the auth skill verifies the portal's tokens for agent 'helper', which is not "
+        "published: run webagents publish in its folder first"
+    )

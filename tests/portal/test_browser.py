@@ -1,0 +1,91 @@
+"""The portal in Chromium (P1, P3), with real processes on SQLite and PostgreSQL: sign up,
+sign out and sign in on the pages; `webagents login` approved on /cli/auth, the browser
+carrying the token to the command's callback; `login --device` approved on /device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .conftest import PASSWORD
+from .processes import Child, Served, portal
+from .test_login_cli import webagents
+
+
+def _sign_up(page: Any, url: str, username: str) -> None:
+    page.goto(f"{url}/signup")
+    page.fill("#username", username)
+    page.fill("#password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")
+    assert page.inner_text("h1") == f"Signed in as {username}"
+
+
+def test_p1_sign_up_sign_out_and_sign_in_in_chromium(page: Any, served: Served) -> None:
+    _sign_up(page, served.url, "alice")
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    assert (cookies["webagents_session"]["httpOnly"], cookies["webagents_session"]["sameSite"]) == (
+        True,
+        "Lax",
+    )
+    page.click("nav button")  # sign out
+    page.wait_for_url(f"{served.url}/signin")
+    page.goto(f"{served.url}/keys")
+    page.wait_for_url(f"{served.url}/signin?next=%2Fkeys")
+    page.fill("#username", "alice")
+    page.fill("#password", "wrong password!")
+    page.click("main button[type=submit]")
+    assert page.inner_text("p.error") == "wrong username or password"
+    page.fill("#password", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{served.url}/keys")
+    page.fill("#name", "laptop")
+    page.click("main form button")
+    assert page.inner_text("#new-key").startswith("rok_")
+
+
+def test_p3_login_by_the_browser_flow_in_chromium(
+    tmp_path: Path, page: Any, served: Served
+) -> None:
+    _sign_up(page, served.url, "alice")
+    login = Child(tmp_path, "login", "--portal", served.url, "--no-browser")
+    try:
+        link = login.wait_for(r"http://127\.0\.0\.1:\d+/cli/auth\?port=\d+&state=[\w-]+").group(0)
+        page.goto(link)
+        assert "asks to act as alice" in page.inner_text("main")
+        page.click("#approve")
+        page.wait_for_url("http://127.0.0.1:*/callback?*")
+        assert "Signed in" in page.inner_text("body")
+        assert login.finish() == 0
+    finally:
+        if login.popen.poll() is None:
+            login.stop()
+    assert login.output.endswith(f"webagents: signed in to {served.url} as alice\n")
+    assert webagents(tmp_path, "whoami").stdout.startswith("alice (")
+
+
+def test_p3_login_by_device_approved_in_chromium(
+    tmp_path: Path, fresh_database_url: str, page: Any, served: Served
+) -> None:
+    assert (
+        portal(
+            tmp_path, "adduser", "bob", "--database", fresh_database_url, stdin=PASSWORD
+        ).returncode
+        == 0
+    )
+    login = Child(tmp_path, "login", "--portal", served.url, "--device")
+    try:
+        complete = login.wait_for(r"\(or open (\S+)\)").group(1)
+        page.goto(complete)
+        page.wait_for_url(f"{served.url}/signin?next=*")
+        page.fill("#username", "bob")
+        page.fill("#password", PASSWORD)
+        page.click("main button[type=submit]")
+        page.wait_for_url(f"{served.url}/device?user_code=*")
+        page.click("#approve")
+        assert page.inner_text("#result").startswith("Approved: the device is signed in as bob")
+        assert login.finish() == 0
+    finally:
+        if login.popen.poll() is None:
+            login.stop()
+    assert webagents(tmp_path, "whoami").stdout.startswith("bob (")

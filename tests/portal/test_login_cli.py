@@ -1,0 +1,192 @@
+"""`webagents login`, `whoami`, `logout` as real processes against a served portal (P3), on
+SQLite and PostgreSQL: by API key, by the browser flow (an HTTP client plays the browser
+that approves on /cli/auth), by the device grant; a wrong state at the callback is refused;
+logout revokes the token at the portal."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from tests.e2e.conftest import child_env, webagents_command
+
+from .conftest import PASSWORD, csrf_of
+from .processes import Child, Served, portal
+
+
+def webagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [webagents_command(), *args],
+        env=child_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def login_process(tmp_path: Path, *args: str) -> Child:
+    """A `webagents login` waiting for its answer."""
+    return Child(tmp_path, "login", *args)
+
+
+def _user_and_key(tmp_path: Path, database: str) -> str:
+    assert (
+        portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD).returncode == 0
+    )
+    return portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+
+
+@contextmanager
+def _browser(url: str) -> Iterator[httpx.Client]:
+    """A signed-in browser: cookies kept, redirects looked at one by one."""
+    with httpx.Client(base_url=url) as browser:
+        token = csrf_of(browser.get("/signin").text)
+        signed = browser.post(
+            "/signin", data={"csrf_token": token, "username": "alice", "password": PASSWORD}
+        )
+        assert signed.status_code == 303
+        yield browser
+
+
+def _login_file(tmp_path: Path) -> Path:
+    return tmp_path / "home" / ".webagents" / "login.json"
+
+
+def test_p3_login_with_an_api_key_whoami_then_logout_revokes(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    key = _user_and_key(tmp_path, fresh_database_url)
+    done = webagents(tmp_path, "login", "--portal", served.url, "--token", key)
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"webagents: signed in to {served.url} as alice\n",
+    ), done.stderr
+    kept = json.loads(_login_file(tmp_path).read_text())
+    assert sorted(kept) == ["access_token", "portal", "user_id", "username"]
+    assert (kept["portal"], kept["username"]) == (served.url, "alice")
+    assert stat.S_IMODE(os.stat(_login_file(tmp_path)).st_mode) == 0o600
+
+    who = webagents(tmp_path, "whoami")
+    assert who.stdout == f"alice ({kept['user_id']}) at {served.url}\n"
+
+    out = webagents(tmp_path, "logout")
+    assert out.stdout == f"webagents: signed out of {served.url} (revoked on the portal)\n"
+    assert not _login_file(tmp_path).exists()
+    me = httpx.get(
+        f"{served.url}/api/users/me", headers={"Authorization": f"Bearer {kept['access_token']}"}
+    )
+    assert me.status_code == 401
+    after = webagents(tmp_path, "whoami")
+    assert (after.returncode, after.stderr) == (
+        2,
+        "error: not signed in to a portal: run webagents login\n",
+    )
+
+
+def test_p3_a_revoked_sign_in_says_run_webagents_login(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    key = _user_and_key(tmp_path, fresh_database_url)
+    assert webagents(tmp_path, "login", "--portal", served.url, "--token", key).returncode == 0
+    token = json.loads(_login_file(tmp_path).read_text())["access_token"]
+    httpx.post(
+        f"{served.url}/api/auth/cli/logout", headers={"Authorization": f"Bearer {token}"}, json={}
+    )
+    who = webagents(tmp_path, "whoami")
+    assert (who.returncode, who.stderr) == (
+        2,
+        "error: this sign-in was ended (webagents logout): run webagents login\n",
+    )
+    wrong = webagents(tmp_path, "login", "--portal", served.url, "--token", "rok_" + "x" * 43)
+    assert (wrong.returncode, wrong.stderr) == (
+        2,
+        "error: this API key is unknown or was revoked: make a new one on the portal: "
+        "run webagents login\n",
+    )
+
+
+def test_p3_login_by_the_browser_refuses_a_wrong_state_and_takes_the_approval(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    _user_and_key(tmp_path, fresh_database_url)
+    login = login_process(tmp_path, "--portal", served.url, "--no-browser")
+    try:
+        link = login.wait_for(r"(http://127\.0\.0\.1:\d+/cli/auth\?port=(\d+)&state=([\w-]+))")
+        page, port, state = link.group(1), link.group(2), link.group(3)
+        forged = httpx.get(
+            f"http://127.0.0.1:{port}/callback",
+            params={"token": "stolen", "username": "mallory", "state": "not-" + state},
+        )
+        assert forged.status_code == 400
+        with _browser(served.url) as browser:
+            shown = browser.get(page.removeprefix(served.url))
+            assert shown.status_code == 200
+            approved = browser.post(
+                "/cli/auth",
+                data={
+                    "csrf_token": csrf_of(shown.text),
+                    "port": port,
+                    "state": state,
+                    "decision": "approve",
+                },
+            )
+            assert approved.status_code == 303
+            callback = httpx.get(approved.headers["location"])
+            assert callback.status_code == 200
+        assert login.finish() == 0
+    finally:
+        if login.popen.poll() is None:
+            login.finish()
+    assert login.output.endswith(f"webagents: signed in to {served.url} as alice\n")
+    assert webagents(tmp_path, "whoami").stdout.startswith("alice (")
+
+
+def test_p3_login_denied_in_the_browser_fails(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    _user_and_key(tmp_path, fresh_database_url)
+    login = login_process(tmp_path, "--portal", served.url, "--no-browser")
+    link = login.wait_for(r"/cli/auth\?port=(\d+)&state=([\w-]+)")
+    with _browser(served.url) as browser:
+        shown = browser.get(link.group(0))
+        denied = browser.post(
+            "/cli/auth",
+            data={
+                "csrf_token": csrf_of(shown.text),
+                "port": link.group(1),
+                "state": link.group(2),
+                "decision": "deny",
+            },
+        )
+        httpx.get(denied.headers["location"])
+    assert login.finish() == 2
+    assert login.output.endswith(
+        "error: the sign-in was refused in the browser (access_denied): run webagents login again\n"
+    )
+    assert not _login_file(tmp_path).exists()
+
+
+def test_p3_login_by_device_code_approved_in_the_browser(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    _user_and_key(tmp_path, fresh_database_url)
+    login = login_process(tmp_path, "--portal", served.url, "--device")
+    code = login.wait_for(r"enter the code ([A-Z]{4}-[A-Z]{4})").group(1)
+    with _browser(served.url) as browser:
+        shown = browser.get(f"/device?user_code={code}")
+        approved = browser.post(
+            "/device",
+            data={"csrf_token": csrf_of(shown.text), "user_code": code, "decision": "approve"},
+        )
+        assert "Approved" in approved.text
+    assert login.finish() == 0
+    assert login.output.endswith(f"webagents: signed in to {served.url} as alice\n")
+    assert webagents(tmp_path, "whoami").stdout.startswith("alice (")
