@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import ToolError, TurnLimitError
+from .errors import ModelError, ToolError, TurnLimitError
 from .model import (
     Message,
     Model,
@@ -23,6 +23,7 @@ from .model import (
     TextDelta,
     ToolCall,
     Usage,
+    json_kind,
     parse_arguments,
     unicode_text,
 )
@@ -144,6 +145,8 @@ async def run_turn(
             text = _StreamedText()
             async for item in model.stream(request):
                 if isinstance(item, TextDelta):
+                    if not isinstance(item.text, str):
+                        raise _not_text(model, item.text)
                     if piece := text.add(item.text):
                         yield TextDelta(piece)
                 else:
@@ -217,6 +220,8 @@ def _as_unicode(model: Model, response: ModelResponse) -> ModelResponse:
     that meets it, so it goes no further than here."""
     if response.content is None:
         return response
+    if not isinstance(response.content, str):
+        raise _not_text(model, response.content)
     content = unicode_text(response.content)
     if content is response.content:
         return response
@@ -226,6 +231,15 @@ def _as_unicode(model: Model, response: ModelResponse) -> ModelResponse:
         model.name,
     )
     return dataclasses.replace(response, content=content)
+
+
+def _not_text(model: Model, content: object) -> ModelError:
+    """For a Model (written in Python) whose text is something else: its endpoint's answers
+    are read at its own boundary, as `OpenAIModel` reads them."""
+    return ModelError(
+        f"the model {model.name} replied with content that is {json_kind(content)} "
+        f"({type(content).__name__}), not text"
+    )
 
 
 async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) -> tuple[str, bool]:

@@ -17,12 +17,20 @@ import json
 import os
 import socket
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import httpx
 
 from .errors import ConfigError, ModelError
-from .model import Model, ModelRequest, ModelResponse, TextDelta, ToolCall, Usage
+from .model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCall,
+    Usage,
+    json_kind,
+)
 
 NO_ENDPOINT = (
     "no model endpoint is configured: set OPENAI_API_KEY (for OpenAI) or OPENAI_BASE_URL "
@@ -165,6 +173,12 @@ class OpenAIModel(Model):
             "(thousands of levels of arrays and objects): check the endpoint"
         )
 
+    def _malformed(self, what: str, problem: _Malformed) -> ModelError:
+        return ModelError(
+            f"the model endpoint at {self.base_url} {what}: {problem}; check that it speaks "
+            "the Chat Completions format"
+        )
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self._post(self._body(request, stream=False), stream=False)
         try:
@@ -175,19 +189,10 @@ class OpenAIModel(Model):
             raise ModelError(self._too_deep()) from None
         if not isinstance(body, dict) or not body.get("choices"):
             raise ModelError(f"the model endpoint at {self.base_url} returned no choices")
-        choice = body["choices"][0]
-        message = choice.get("message") or {}
-        calls = tuple(
-            ToolCall(call.get("id", ""), function.get("name", ""), function.get("arguments") or "")
-            for call in message.get("tool_calls") or ()
-            if (function := call.get("function")) is not None
-        )
-        return ModelResponse(
-            content=message.get("content"),
-            tool_calls=calls,
-            usage=_usage(body.get("usage")),
-            finish_reason=choice.get("finish_reason"),
-        )
+        try:
+            return _completion(body)
+        except _Malformed as exc:
+            raise self._malformed("answered a malformed completion", exc) from None
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         text: list[str] = []
@@ -210,28 +215,20 @@ class OpenAIModel(Model):
                     ) from None
                 except RecursionError:
                     raise ModelError(self._too_deep()) from None
-                if not isinstance(chunk, dict):
-                    continue
-                if "error" in chunk:
+                if isinstance(chunk, dict) and "error" in chunk:
                     raise ModelError(
                         f"the model endpoint at {self.base_url} failed while "
                         f"answering: {_error_message(json.dumps(chunk))}"
                     )
-                usage = _usage(chunk.get("usage")) or usage
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    if delta.get("content"):
-                        text.append(delta["content"])
-                        yield TextDelta(delta["content"])
-                    for part in delta.get("tool_calls") or ():
-                        slot = calls.setdefault(
-                            part.get("index", 0), {"id": "", "name": "", "args": ""}
-                        )
-                        slot["id"] = part.get("id") or slot["id"]
-                        function = part.get("function") or {}
-                        slot["name"] += function.get("name") or ""
-                        slot["args"] += function.get("arguments") or ""
-                    finish_reason = choice.get("finish_reason") or finish_reason
+                try:
+                    read = _chunk(chunk, calls)
+                except _Malformed as exc:
+                    raise self._malformed("streamed a malformed chunk", exc) from None
+                usage = read.usage or usage
+                finish_reason = read.finish_reason or finish_reason
+                for piece in read.text:
+                    text.append(piece)
+                    yield TextDelta(piece)
         except httpx.TransportError:
             raise ModelError(
                 f"the model endpoint at {self.base_url} broke off its answer"
@@ -274,8 +271,164 @@ def _error_message(text: str) -> str:
     return text.strip()[:300] or "no details"
 
 
+# -- reading an answer: its shape checked as it is read ----------------------------------------
+# Explicit checks rather than pydantic models: they cost next to nothing on every call and
+# every streamed chunk (see the module's docstring), and each names the path to what is wrong.
+
+
+_TOKENS = "a count of tokens"
+
+
+class _Malformed(Exception):
+    """What is wrong with the shape of an endpoint's answer, the path to it first."""
+
+
+class _Chunk(NamedTuple):
+    """What one streamed chunk adds to the answer (its tool calls go straight to their slots)."""
+
+    text: list[str]
+    usage: Usage | None
+    finish_reason: str | None
+
+
+def _completion(body: dict[str, Any]) -> ModelResponse:
+    """A whole (not streamed) answer whose `choices` is present and not empty."""
+    choice = _object(_list(body["choices"], "choices")[0], "choices[0]")
+    message = _fields(choice.get("message"), "choices[0].message")
+    calls: list[ToolCall] = []
+    for n, item in enumerate(_list(message.get("tool_calls"), "choices[0].message.tool_calls")):
+        where = f"choices[0].message.tool_calls[{n}]"
+        call = _object(item, where)
+        if call.get("function") is None:
+            continue  # nothing to call
+        function = _object(call["function"], f"{where}.function")
+        calls.append(
+            ToolCall(
+                _string(call.get("id"), f"{where}.id") or "",
+                _string(function.get("name"), f"{where}.function.name") or "",
+                _arguments(function.get("arguments"), f"{where}.function.arguments"),
+            )
+        )
+    return ModelResponse(
+        content=_text(message.get("content"), "choices[0].message.content"),
+        tool_calls=tuple(calls),
+        usage=_usage(body.get("usage")),
+        finish_reason=_string(choice.get("finish_reason"), "choices[0].finish_reason"),
+    )
+
+
+def _chunk(chunk: Any, calls: dict[int, dict[str, str]]) -> _Chunk:
+    """One streamed chunk; its pieces of tool calls are added to `calls`, by index."""
+    if not isinstance(chunk, dict):
+        raise _Malformed(f"the chunk is {json_kind(chunk)}, not an object")
+    text: list[str] = []
+    finish_reason: str | None = None
+    for n, item in enumerate(_list(chunk.get("choices"), "choices")):
+        choice = _object(item, f"choices[{n}]")
+        delta = _fields(choice.get("delta"), f"choices[{n}].delta")
+        if content := _text(delta.get("content"), f"choices[{n}].delta.content"):
+            text.append(content)
+        for m, part in enumerate(_list(delta.get("tool_calls"), f"choices[{n}].delta.tool_calls")):
+            where = f"choices[{n}].delta.tool_calls[{m}]"
+            part = _object(part, where)
+            slot = calls.setdefault(
+                _whole(part.get("index"), f"{where}.index", "a whole number"),  # absent: the first
+                {"id": "", "name": "", "args": ""},
+            )
+            slot["id"] = _string(part.get("id"), f"{where}.id") or slot["id"]
+            function = _fields(part.get("function"), f"{where}.function")
+            slot["name"] += _string(function.get("name"), f"{where}.function.name") or ""
+            slot["args"] += _arguments(function.get("arguments"), f"{where}.function.arguments")
+        finish_reason = (
+            _string(choice.get("finish_reason"), f"choices[{n}].finish_reason") or finish_reason
+        )
+    return _Chunk(text, _usage(chunk.get("usage")), finish_reason)
+
+
 def _usage(reported: Any) -> Usage | None:
-    if not isinstance(reported, dict):
+    if reported is None:
         return None
-    prompt, completion = reported.get("prompt_tokens"), reported.get("completion_tokens")
-    return Usage(int(prompt or 0), int(completion or 0))
+    usage = _object(reported, "usage")
+    return Usage(
+        _whole(usage.get("prompt_tokens"), "usage.prompt_tokens", _TOKENS),
+        _whole(usage.get("completion_tokens"), "usage.completion_tokens", _TOKENS),
+    )
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Malformed(f"{where} is {json_kind(value)}, not an object")
+    return value
+
+
+def _fields(value: Any, where: str) -> dict[str, Any]:
+    """An object, null (or absent) as an empty one."""
+    return {} if value is None else _object(value, where)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    """A list, null (or absent) as an empty one."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Malformed(f"{where} is {json_kind(value)}, not a list")
+    return value
+
+
+def _string(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _Malformed(f"{where} is {json_kind(value)}, not a string")
+    return value
+
+
+def _text(value: Any, where: str) -> str | None:
+    """A message's text: a string, or a list of text parts as some compatible servers send
+    it ([{"type": "text", "text": "..."}]), joined."""
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        raise _Malformed(
+            f"{where} is {json_kind(value)}, not text (a string or a list of text parts)"
+        )
+    pieces: list[str] = []
+    for n, item in enumerate(value):
+        part = _object(item, f"{where}[{n}]")
+        if part.get("type") != "text":
+            raise _Malformed(f"{where}[{n}] is a part of type {part.get('type')!r}, not text")
+        pieces.append(_string(part.get("text"), f"{where}[{n}].text") or "")
+    return "".join(pieces)
+
+
+def _arguments(value: Any, where: str) -> str:
+    """A tool call's arguments as their JSON text, as the conversation keeps them: some
+    compatible servers send the object itself."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if not isinstance(value, dict):
+        raise _Malformed(f"{where} is {json_kind(value)}, not a JSON object or its text")
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except RecursionError:  # as deep as json.loads could read, deeper than dumps can write
+        raise _Malformed(f"{where} nests too deeply to write as text") from None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: escaped, as the endpoint sent it
+            text = json.dumps(value)
+    return text
+
+
+def _whole(value: Any, where: str, what: str) -> int:
+    """A whole number of at least 0; null (or absent) as 0."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise _Malformed(f"{where} is {_shown(value)}, not {what}")
+
+
+def _shown(value: Any) -> str:
+    """A number as itself, anything else as what it is."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    return json_kind(value)

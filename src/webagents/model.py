@@ -118,17 +118,35 @@ class Model(ABC):
         """Release connections; the agent calls it when it is closed."""
 
 
+_TOO_DEEP = (
+    f"arguments nest deeper than {MAX_NESTING} levels of arrays and objects, the most a tool "
+    "call may; send flatter arguments"
+)
+
+
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
-    """The call's arguments as a dict; ToolError with a model-readable reason otherwise."""
-    text = call.arguments.strip() or "{}"
+    """The call's arguments as a dict; ToolError with a model-readable reason otherwise.
+
+    Arguments are their JSON text, or (from a model that hands them over so) the object
+    itself, taken as that object through the same checks."""
+    given: object = call.arguments
+    if isinstance(given, dict):
+        try:
+            given = json.dumps(given)
+        except RecursionError:
+            raise ToolError(_TOO_DEEP) from None
+        except (TypeError, ValueError):  # a set, a circular reference: no JSON object
+            raise ToolError(
+                "arguments must be a JSON object; these hold values JSON has not"
+            ) from None
+    if not isinstance(given, str):
+        raise ToolError(f"arguments must be a JSON object or its text, not {json_kind(given)}")
+    text = given.strip() or "{}"
     # Counted before parsing: json.loads recurses once a level and fails with RecursionError
     # (not a JSON error) on a few thousand levels, which a model can write.
     opened = text.count("[") + text.count("{")  # a bound on the depth, found quicker
     if opened > MAX_NESTING and json_nesting(text) > MAX_NESTING:
-        raise ToolError(
-            f"arguments nest deeper than {MAX_NESTING} levels of arrays and objects, the most "
-            "a tool call may; send flatter arguments"
-        )
+        raise ToolError(_TOO_DEEP)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -136,6 +154,23 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolError("arguments must be a JSON object")
     return value
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, as an error names it: "a string", "null", "an object"..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"  # not JSON at all: from a Model written in Python
 
 
 # A JSON string, to the end of the text when it is not closed (a parser stops there anyway):
