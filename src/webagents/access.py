@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -125,18 +125,32 @@ class _Issuer:
     jwks: _Jwks
 
 
+class PortalTokens(Protocol):
+    """The `auth` skill's side: the caller a token of its portal names (None: not a token of
+    that portal, left to the `access:` block); `Unauthorized` when such a token fails."""
+
+    portal: str | None
+
+    async def caller(self, token: str) -> Caller | None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class AccessVerifier:
-    """Turns a request's credential into a `Caller`, by the agent's `access:` block."""
+    """Turns a request's credential into a `Caller`, by the agent's `access:` block and, with
+    the `auth` skill, the tokens of the portal the agent is published on."""
 
     def __init__(
         self,
         spec: AccessSpec | None,
         *,
+        portal: PortalTokens | None = None,
         environ: Mapping[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
         spec = spec or AccessSpec()
-        self.configured = bool(spec.owner or spec.keys or spec.jwt or spec.channels)
+        self._portal = portal
+        self.configured = bool(spec.owner or spec.keys or spec.jwt or spec.channels or portal)
         self._owner = (
             resolve_secret(spec.owner, what="access.owner", environ=environ) if spec.owner else None
         )
@@ -166,6 +180,8 @@ class AccessVerifier:
     def describe(self) -> str:
         """What this verifier accepts, for the serve banner (no secrets)."""
         parts = []
+        if self._portal is not None:
+            parts.append(f"tokens of the portal {self._portal.portal}")
         if self._owner is not None:
             parts.append("the owner key")
         if self._keys:
@@ -180,6 +196,8 @@ class AccessVerifier:
         if self._http is not None:
             await self._http.aclose()
             self._http = None
+        if self._portal is not None:
+            await self._portal.aclose()
 
     async def caller(self, authorization: str | None, headers: Mapping[str, str]) -> Caller:
         """The verified caller of a request; `Unauthorized` when a credential fails.
@@ -210,6 +228,8 @@ class AccessVerifier:
             return Caller.owner()
         if identity is not None:
             return Caller.verified(identity)
+        if self._portal is not None and (found := await self._portal.caller(token)):
+            return found
         if token.count(".") == 2 and self._issuers:
             return await self._jwt_caller(token)
         if not self.configured:

@@ -29,7 +29,7 @@ from webagents.context import AgentInfo
 from webagents.errors import ConfigError
 from webagents.portal.accounts import service as accounts
 from webagents.portal.db.tables import SigningKey
-from webagents.skills.auth import AuthSkill, PortalOrAccess
+from webagents.skills.auth import AuthSkill
 
 from .conftest import make_account
 
@@ -173,8 +173,9 @@ async def test_a_the_auth_skill_composes_with_the_access_block(
     client: TestClient, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CAROL_KEY", "carol-secret-key")
-    access = AccessVerifier(AccessSpec(keys={"carol@example.com": "env:CAROL_KEY"}))
-    both = PortalOrAccess(access, world["skill"])
+    both = AccessVerifier(
+        AccessSpec(keys={"carol@example.com": "env:CAROL_KEY"}), portal=world["skill"]
+    )
     owner = _agent_token(client, world["alice"])
     assert await both.caller(f"Bearer {owner}", {}) == Caller.owner()
     assert await both.caller("Bearer carol-secret-key", {}) == Caller.verified("carol@example.com")
@@ -186,9 +187,10 @@ async def test_a_the_auth_skill_composes_with_the_access_block(
     )
     with pytest.raises(Unauthorized):  # not the portal's: the access block decides, and refuses
         await both.caller(f"Bearer {elsewhere}", {})
+    # Whichever header carries it: a portal token in x-api-key is the portal's to decide too.
+    assert await both.caller(None, {"x-api-key": owner}) == Caller.owner()
     assert both.describe() == f"tokens of the portal {PORTAL}, 1 API key"
     await both.aclose()
-    await world["skill"].aclose()
 
 
 def test_a_the_auth_skill_needs_a_published_agent(tmp_path: Path) -> None:

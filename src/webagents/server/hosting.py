@@ -12,6 +12,7 @@ from ..agent import Agent
 from ..agent_file import load_agent
 from ..caller import Caller, CallerKind
 from ..model import Model
+from ..skills.auth import AuthSkill
 
 log = logging.getLogger("webagents.server")
 
@@ -29,7 +30,9 @@ class ServedAgent:
         agent = load_agent(folder, model=model, profile=profile)
         agent.model  # noqa: B018 - a missing key is reported now, not at the first request
         access = agent.spec.access if agent.spec is not None else None
-        return cls(agent, AccessVerifier(access))
+        auth = agent.skill(AuthSkill.name)
+        portal = auth if isinstance(auth, AuthSkill) else None
+        return cls(agent, AccessVerifier(access, portal=portal))
 
     @property
     def name(self) -> str:

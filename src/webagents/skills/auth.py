@@ -8,10 +8,9 @@ user is `caller:<username>`. A token from another issuer is left to the `access:
 token from this portal that fails (another agent's audience, expired, an unknown key, any
 algorithm but RS256) is refused, never taken for anonymous.
 
-Not yet in the skills registry: the server must first verify through `PortalOrAccess`
-(server/hosting.py builds `AccessVerifier(access)` alone today), which lands after the
-hardening issue's server changes; until then `- auth` in an AGENT.md is refused as unknown
-rather than accepted and ignored.
+A served agent's verifier (access.AccessVerifier, made by server/hosting.py) asks the skill
+about every presented credential that is not one of the `access:` block's keys, whichever
+header carries it.
 """
 
 from __future__ import annotations
@@ -19,14 +18,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import httpx
 import jwt
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..access import AccessVerifier, Unauthorized
+from ..access import Unauthorized
 from ..caller import Caller
 from ..context import AgentInfo
 from ..errors import ConfigError
@@ -148,32 +146,6 @@ class AuthSkill(Skill[AuthSettings]):
         if self._http is not None:
             await self._http.aclose()
             self._http = None
-
-
-class PortalOrAccess:
-    """Both verifiers of a served agent: a token of the `auth` skill's portal is decided by
-    the skill; every other credential by the `access:` block."""
-
-    def __init__(self, access: AccessVerifier, auth: AuthSkill) -> None:
-        self.access = access
-        self.auth = auth
-        self.configured = True
-
-    def describe(self) -> str:
-        own = self.access.describe()
-        portal = f"tokens of the portal {self.auth.portal}"
-        return portal if own == "nothing" else f"{portal}, {own}"
-
-    async def caller(self, authorization: str | None, headers: Mapping[str, str]) -> Caller:
-        scheme, _, token = (authorization or "").strip().partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            found = await self.auth.caller(token.strip())
-            if found is not None:
-                return found
-        return await self.access.caller(authorization, headers)
-
-    async def aclose(self) -> None:
-        await self.access.aclose()
 
 
 def _link(agent: AgentInfo) -> dict[str, Any] | None:
