@@ -218,6 +218,190 @@ def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path
     assert "Traceback" not in output, output
 
 
+def _printed_cap(output: str) -> int:
+    found = re.search(r"\n  connections: at most (\d+) open ", output)
+    assert found, output
+    return int(found.group(1))
+
+
+def _health_on(sock: socket.socket) -> tuple[bytes, object]:
+    """`GET /health` on an open connection (kept open): the status line and the body."""
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(4096) or b"<closed>\r\n\r\n"
+    head, body = received.split(b"\r\n\r\n", 1)
+    length = re.search(rb"\r\ncontent-length: (\d+)", head)
+    while length and len(body) < int(length.group(1)):
+        body += sock.recv(4096) or b"<closed>"
+    return head.split(b"\r\n")[0], json.loads(body) if length else body
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server has closed `sock` (the close is in before anything answered after)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def test_hardening_the_connection_cap_is_exactly_the_printed_number(tmp_path: Path) -> None:
+    """Second review, finding 1: with as many idle connections open as the printed cap, the
+    oldest was closed at once: asyncio calls accept until none is waiting, and the guard
+    made room at every such call at the cap. Now the printed number of idle connections stay
+    open, and one more closes the longest-idle one, only then."""
+    args = ["serve", str(_agent(tmp_path)), "--offline"]
+    health = (b"HTTP/1.1 200 OK", {"status": "ok", "agents": 1})
+    with running(args, child_env(tmp_path), wrapper=LIMITED) as process, ExitStack() as stack:
+        cap = _printed_cap(process.output)
+        assert cap == CAP
+        idle = [_connect(process) for _ in range(cap - 1)]
+        for sock in idle:
+            stack.callback(sock.close)
+        # Answered: the server has started them all (they are idle, it is not busy).
+        assert _health_on(idle[-1]) == health
+        idle.append(stack.enter_context(_connect(process)))  # the cap-th
+        assert _health_on(idle[-1]) == health
+        assert [i for i, sock in enumerate(idle) if _closed(sock)] == []
+
+        with _connect(process) as beyond:  # one more: the longest-idle one makes room
+            assert _health_on(beyond) == health
+            assert [i for i, sock in enumerate(idle) if _closed(sock)] == [0]
+
+    output = process.output  # all of it: the process has ended
+    assert "Traceback" not in output, output
+    assert _server_lines(output) == [EVICTING]
+
+
+def _send(sock: socket.socket, request: bytes) -> None:
+    """Send `request` at once, whatever comes back meanwhile."""
+    try:
+        sock.sendall(request)
+    except OSError:
+        pass  # answered and closed before the end of the request: the answer may be in
+
+
+def _outcome_of(sock: socket.socket) -> bytes | str:
+    """All that `sock` receives until the server closes it, or the error that ended it."""
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except OSError as exc:
+        return f"{type(exc).__name__} after {received!r}"
+    return received
+
+
+def _refusal_of(cap: int) -> bytes:
+    body = json.dumps(
+        {
+            "error": {
+                "message": f"the server is at its limit of {cap} open connections and all are "
+                "busy; try again shortly",
+                "type": "server_error",
+                "param": None,
+                "code": "too_many_connections",
+            }
+        },
+        separators=(",", ":"),
+    ).encode()
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nretry-after: 1\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+
+
+def test_hardening_all_busy_new_connections_sending_at_once_all_read_the_503(
+    tmp_path: Path,
+) -> None:
+    """Second review, finding 1: a refused connection was closed right after its 503, so a
+    request that arrived meanwhile, or more of it than was read at once, made the close a
+    reset that destroyed the 503. Now the server ends its side after the 503 and reads and
+    drops what the client still sends: each reads the whole 503, whatever it sent."""
+    history = [{"role": "user", "content": "x" * 1000}] * 2000  # a long conversation: 2 MB
+    big = json.dumps({**HI, "messages": [*history, *HI["messages"]]}).encode()
+    big_request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(big), big)
+    )
+    args = ["serve", str(_agent(tmp_path)), "--offline"]
+    with running(args, child_env(tmp_path), wrapper=LIMITED) as process, ExitStack() as stack:
+        busy = [_busy(process) for _ in range(CAP)]
+        for sock in busy:
+            stack.callback(sock.close)
+        new = [stack.enter_context(_connect(process)) for _ in range(10)]
+        outcomes = []
+        for index, sock in enumerate(new):  # as clients do: send the request, then read
+            _send(sock, REQUEST if index % 2 else big_request)
+            outcomes.append(_outcome_of(sock))
+        assert outcomes == [_refusal_of(CAP)] * 10
+
+    output = process.output  # all of it: the process has ended
+    assert "Traceback" not in output, output
+    assert [line for line in _server_lines(output) if not SUMMARY.fullmatch(line)] == [
+        f"WARNING webagents.server: {CAP} connections are open, the limit (--max-connections), "
+        "and every one is busy with a request: new connections are answered 503"
+    ]
+
+
+def _parsed(outcome: bytes | str) -> tuple[bytes, object]:
+    """A response read to the close: its status line, and its text (200) or body (others)."""
+    if isinstance(outcome, str) or b"\r\n\r\n" not in outcome:
+        return b"no response", outcome
+    head, body = outcome.split(b"\r\n\r\n", 1)
+    status, document = head.split(b"\r\n")[0], json.loads(body)
+    if status == b"HTTP/1.1 200 OK":
+        return status, document["choices"][0]["message"]["content"]
+    return status, document
+
+
+def test_hardening_new_connections_whose_request_is_in_are_not_closed_as_idle(
+    tmp_path: Path,
+) -> None:
+    """Second review, finding 1: with a few places left, new connections that each sent a
+    request at once were closed for one another as idle (their requests not read yet), with
+    no answer or a reset. Now those whose request is in keep their places and are answered;
+    the rest are answered 503."""
+    release = threading.Event()
+
+    async def held(request: ModelRequest) -> str:
+        # Polled: the test's thread sets it, and an asyncio.Event is the server thread's.
+        while not release.is_set():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        return "done"
+
+    free = 2
+    request = REQUEST.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+    with ScriptedServer(FunctionModel(held)) as model, ExitStack() as stack:
+        env = child_env(tmp_path, OPENAI_BASE_URL=model.base_url)
+        args = ["serve", str(_agent(tmp_path))]
+        process = stack.enter_context(running(args, env, wrapper=LIMITED))
+        for _ in range(CAP - free):
+            stack.enter_context(_busy(process))
+        new = []
+        for _ in range(8):  # each sends its request as it connects
+            new.append(stack.enter_context(_connect(process)))
+            _send(new[-1], request)
+        try:  # until the requests given a place wait on the model
+            process.wait_until(lambda: len(model.bodies) >= free, timeout=20)
+        except AssertionError:
+            pass  # told by the outcomes
+        finally:
+            release.set()
+        outcomes = sorted((_parsed(_outcome_of(sock)) for sock in new), key=lambda o: o[0])
+
+    assert outcomes == [(b"HTTP/1.1 200 OK", "done")] * free + [_parsed(_refusal_of(CAP))] * (
+        8 - free
+    )
+    output = process.output  # all of it: the process has ended
+    assert "Traceback" not in output, output
+
+
 BODY_TIMED_OUT = (
     "WARNING webagents.server: answered 408 and closed a connection whose request body did "
     "not arrive in full within 1 s of its head (--body-timeout)"

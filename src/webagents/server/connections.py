@@ -17,10 +17,13 @@ cannot open its own files nor connect to its model. Here:
 - at most `max_connections` are open, fewer where the file limit (`ulimit -n`) needs it: a
   reserve of descriptors is kept for the agent's own files, and half the rest for the
   connection to the model that each busy request holds while it waits for an answer. A new
-  connection beyond the cap closes the longest-idle one (no request in progress) to make
-  room, or, when every one is busy with a request, is answered 503 at once. The listening
-  socket checks the cap before each accept, so descriptors never run out through
-  connections, not even in a burst;
+  connection beyond the cap closes the longest-idle one (no request in progress, and none
+  arriving in its socket) to make room, or, when every one is busy with a request, is
+  answered 503 at once. The listening socket checks the cap at each accept, and closes a
+  connection for room only once a new one is accepted (asyncio calls accept until none is
+  waiting), one at a time, so descriptors never run out through connections, not even in a
+  burst. A refused connection is half-closed after its 503 and what its client still sends
+  is read and dropped for a moment, so that the 503 is not lost to a reset;
 - a flood of such events is logged once, then counted at most once a minute, and asyncio's
   "out of system resource" accept errors (with a traceback each) and uvicorn's warnings about
   Upgrade headers it cannot honour are reported the same way.
@@ -54,6 +57,10 @@ MIN_RESERVED_FILES = 32
 # reset, which can destroy the response before the client reads it; a short grace avoids that
 # without letting a trickling client hold the connection.
 LINGER_SECONDS = 2.0
+# Refused connections lingering (see LINGER_SECONDS) at once, at most: each holds a descriptor
+# out of those the cap left beside the connections and their requests' model connections, of
+# which they take half at most. More in the same moment are closed at once after their 503.
+MAX_LINGERING_REFUSALS = 64
 FLOOD_SUMMARY_SECONDS = 60.0
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
@@ -159,9 +166,15 @@ class ConnectionGuard:
     def __init__(self, limits: ConnectionLimits, cap: int) -> None:
         self.limits = limits
         self.cap = cap
-        self._sockets: set[socket.socket] = set()  # accepted; closed ones pruned when counted
-        self._connections: set[_GuardedH11] = set()  # started and not yet lost
+        # Accepted, by descriptor (a reused one replaces a closed socket); closed ones are
+        # pruned when counted.
+        self._sockets: dict[int, socket.socket] = {}
+        # Started and not yet lost, with its socket (to see whether a request is arriving).
+        self._connections: dict[_GuardedH11, socket.socket | None] = {}
         self._idle: dict[_GuardedH11, None] = {}  # waiting for a request head, oldest first
+        self._refusals: dict[socket.socket, asyncio.TimerHandle] = {}  # lingering after a 503
+        spare = file_limit() - 2 * cap
+        self._refusal_room = max(1, min(MAX_LINGERING_REFUSALS, spare // 2))
         self._refusal = _refusal(cap)
         self.late_body = _late_body(limits.body_timeout)
         self.evicted = FloodLog(
@@ -205,49 +218,85 @@ class ConnectionGuard:
 
         return Guarded
 
-    def _full(self) -> bool:
+    def _open(self) -> int:
         if len(self._sockets) >= self.cap:
-            self._sockets = {sock for sock in self._sockets if sock.fileno() != -1}
-        return len(self._sockets) >= self.cap
+            self._sockets = {fd: sock for fd, sock in self._sockets.items() if sock.fileno() != -1}
+        return len(self._sockets)
 
     def accept(self, accept: Callable[[], tuple[socket.socket, Any]]) -> tuple[socket.socket, Any]:
-        while self._full():
-            if self._idle:
-                oldest = next(iter(self._idle))
-                self._idle.pop(oldest)
-                oldest.close_idle()
+        open_now = self._open()
+        if open_now < self.cap:
+            return self._admit(*accept())
+        if open_now > len(self._connections):
+            # Room being made (a connection closed for it frees its descriptor in the loop's
+            # next turn), or connections accepted in a burst and not yet started (whether they
+            # are idle shows soon): accept then, one beyond the cap at a time.
+            raise BlockingIOError(errno.EAGAIN, "waiting for room for new connections")
+        while True:
+            # Accept first: asyncio calls accept until none is waiting, and a connection must
+            # not be closed for one that is not there (this raises BlockingIOError then).
+            conn, address = accept()
+            room = self._idle_to_close()
+            if room is not None:
+                self._idle.pop(room)
+                room.close_idle(at_once=True)
                 self.evicted.event()
-                # Its descriptor is freed in the loop's next turn; accept then.
-                raise BlockingIOError(errno.EAGAIN, "making room for a new connection")
-            if len(self._sockets) > len(self._connections):
-                # Accepted in a burst, not yet started: whether they are idle shows soon.
-                raise BlockingIOError(errno.EAGAIN, "waiting for new connections to start")
-            conn, _ = accept()  # raises BlockingIOError once none wait
+                return self._admit(conn, address)
             self._refuse(conn)
-        conn, address = accept()
-        self._sockets.add(conn)
+
+    def _admit(self, conn: socket.socket, address: Any) -> tuple[socket.socket, Any]:
+        self._sockets[conn.fileno()] = conn
         return conn, address
+
+    def _idle_to_close(self) -> _GuardedH11 | None:
+        """The longest-idle connection but those whose request is already arriving: accepted
+        in the same moment as the new one, or just done with a response, they are not read yet
+        (the loop reads them in its next turn) but they are no longer idle."""
+        for connection in self._idle:
+            if connection.lingering() or not _arriving(self._connections.get(connection)):
+                return connection
+        return None
 
     def _refuse(self, conn: socket.socket) -> None:
         self.refused.event()
         conn.setblocking(False)
         try:
             conn.send(self._refusal)
-            # A request already sent and left unread would make the close a reset, which can
-            # reach the client before the 503 is read: drop what is there (not waiting).
-            for _ in range(16):
-                if not conn.recv(65536):
-                    break
+            # The end of the answer, while the client may still send. Closing the socket with
+            # what it sent unread, or before its request arrives, makes the kernel answer with
+            # a reset, which can destroy the 503 before the client reads it: read and drop
+            # what comes, until the client closes or for a moment at most.
+            conn.shutdown(socket.SHUT_WR)
         except OSError:
-            pass  # nothing more came, or the client is gone already
+            conn.close()  # the client is gone already
+            return
+        if len(self._refusals) >= self._refusal_room:
+            _drop_received(conn)  # no more descriptors to spare: what is there, then close
+            conn.close()
+            return
+        loop = asyncio.get_running_loop()
+        self._refusals[conn] = loop.call_later(LINGER_SECONDS, self._end_refusal, conn)
+        loop.add_reader(conn, self._refusal_read, conn)
+
+    def _refusal_read(self, conn: socket.socket) -> None:
+        if _drop_received(conn):
+            self._end_refusal(conn)
+
+    def _end_refusal(self, conn: socket.socket) -> None:
+        timer = self._refusals.pop(conn, None)
+        if timer is None:
+            return
+        timer.cancel()
+        asyncio.get_running_loop().remove_reader(conn)
         conn.close()
 
     def started(self, connection: _GuardedH11) -> None:
-        self._connections.add(connection)
+        sock = connection.transport.get_extra_info("socket")
+        self._connections[connection] = None if sock is None else self._sockets.get(sock.fileno())
         self.became_idle(connection)
 
     def lost(self, connection: _GuardedH11) -> None:
-        self._connections.discard(connection)
+        self._connections.pop(connection, None)
         self._idle.pop(connection, None)
 
     def became_idle(self, connection: _GuardedH11) -> None:
@@ -256,6 +305,29 @@ class ConnectionGuard:
 
     def became_busy(self, connection: _GuardedH11) -> None:
         self._idle.pop(connection, None)
+
+
+def _arriving(sock: socket.socket | None) -> bool:
+    """Whether bytes from the client wait in `sock` (not read yet)."""
+    if sock is None:
+        return False
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK))
+    except OSError:
+        return False  # nothing there (BlockingIOError), or the client is gone
+
+
+def _drop_received(conn: socket.socket) -> bool:
+    """Read and drop what the client sent; True once it has closed its side, or is gone."""
+    try:
+        for _ in range(16):
+            if not conn.recv(65536):
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    return False
 
 
 def _refusal(cap: int) -> bytes:
@@ -410,13 +482,22 @@ class _GuardedH11(H11Protocol):
                 timer.cancel()
         self._head_timer = self._body_timer = self._linger_timer = None
 
-    def close_idle(self) -> None:
-        """Close a connection that has no request in progress."""
+    def lingering(self) -> bool:
+        """Whether its response is sent and it only waits to close (see `_linger`)."""
+        return self._linger_timer is not None
+
+    def close_idle(self, *, at_once: bool = False) -> None:
+        """Close a connection that has no request in progress; `at_once`: even if a response
+        is still being written (to a client that does not read it), so that its descriptor is
+        freed in the loop's next turn."""
         self._cancel_timers()
-        if self.transport.is_closing():
+        if self.transport.is_closing() and not at_once:
             return
         try:
             self.conn.send(h11.ConnectionClosed())
         except h11.LocalProtocolError:
             pass  # half a request, or an unread body: there is nothing to end cleanly
-        self.transport.close()
+        if at_once:
+            self.transport.abort()
+        else:
+            self.transport.close()
