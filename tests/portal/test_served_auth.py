@@ -68,7 +68,7 @@ def test_a_a_published_agent_served_with_auth_knows_the_owner_and_portal_users(
     memory = folder / ".webagents" / "memory"
     owners = [p.read_text() for p in (memory / "owner").glob("*.md")]
     assert len(owners) == 1 and "the launch is Friday" in owners[0]
-    callers = [p for p in (memory / "callers").rglob("*.md")]
+    callers = list((memory / "callers").rglob("*.md"))
     assert len(callers) == 1 and "bob likes tea" in callers[0].read_text()
     assert (memory / "callers" / callers[0].parent.name / ".namespace").read_text() == (
         "caller:bob"
