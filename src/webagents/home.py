@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 from .errors import ConfigError
@@ -47,7 +48,20 @@ def login_file(profile: str | None = None) -> Path:
     return webagents_home(profile) / "login.json"
 
 
+def is_agent_id(value: object) -> bool:
+    """A portal's agent id: a UUID in its canonical text (so it is safe in a file name and
+    in a URL path, whatever a portal or a hand-edited link says)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
+
+
 def agent_key_file(agent_id: str, profile: str | None = None) -> Path:
     """The platform key `webagents publish` received for an agent (0600): kept here, never
     in the agent's folder, where it could be committed with it."""
+    if not is_agent_id(agent_id):
+        raise ConfigError(f"{agent_id!r} is not an agent id (a UUID): no key is kept for it")
     return webagents_home(profile) / "agents" / f"{agent_id}.key"

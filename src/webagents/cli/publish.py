@@ -16,7 +16,7 @@ import click
 from .._files import atomic_write
 from ..agent_file import load_spec
 from ..errors import ConfigError
-from ..home import agent_key_file
+from ..home import agent_key_file, is_agent_id
 from ..portal_client import PortalClient, Refused, SignInError, load_login
 from . import current_profile, profile_option, run_or_exit
 
@@ -52,6 +52,19 @@ def _payload(folder: Path) -> dict[str, Any]:
     }
 
 
+def _check_answer(agent: Any, portal: str) -> None:
+    """The agent a portal answered with, before its id names a file or a link: a portal
+    (or whoever answers in its place over plain http) chooses that text."""
+    if not isinstance(agent, dict) or not is_agent_id(agent.get("id")):
+        shown = agent.get("id") if isinstance(agent, dict) else agent
+        raise ConfigError(
+            f"the portal at {portal} answered an agent id that is not a UUID ({shown!r}): "
+            "nothing was kept; is that address really a webagents portal?"
+        )
+    if not isinstance(agent.get("name"), str):
+        raise ConfigError(f"the portal at {portal} answered an agent without a name")
+
+
 def run_publish(path: Path, profile: str | None) -> None:
     kept = load_login(profile)
     if kept is None:
@@ -60,6 +73,11 @@ def run_publish(path: Path, profile: str | None) -> None:
     payload = _payload(folder)
     config = _read_config(folder)
     link = config.get("link") if isinstance(config.get("link"), dict) else None
+    if link and link.get("agentId") and not is_agent_id(link["agentId"]):
+        raise ConfigError(
+            f"{_config_file(folder)}: link.agentId {link['agentId']!r} is not an agent id (a "
+            'UUID): fix it, or remove "link" to publish the agent anew'
+        )
     with PortalClient(kept.portal, kept.access_token) as client:
         if link and link.get("agentId"):
             try:
@@ -72,10 +90,12 @@ def run_publish(path: Path, profile: str | None) -> None:
                     f'at {kept.portal}): sign in as its owner, or remove "link" from '
                     f"{_config_file(folder)} to publish it anew"
                 ) from None
+            _check_answer(agent, kept.portal)
             verb = "updated"
         else:
             created = client.create_agent(payload)
             agent = created["agent"]
+            _check_answer(agent, kept.portal)
             atomic_write(
                 agent_key_file(str(agent["id"]), profile), (created["rawApiKey"] + "\n").encode()
             )

@@ -28,6 +28,7 @@ from ..access import Unauthorized
 from ..caller import Caller
 from ..context import AgentInfo
 from ..errors import ConfigError
+from ..home import is_agent_id
 from .base import Skill
 
 ALGORITHM = "RS256"
@@ -64,6 +65,11 @@ class AuthSkill(Skill[AuthSettings]):
     def bind(self, agent: AgentInfo) -> None:
         link = _link(agent)
         self.agent_id = link.get("agentId") if link else None
+        if self.agent_id is not None and not is_agent_id(self.agent_id):
+            raise ConfigError(
+                f"{agent.directory}/.webagents/config.json: link.agentId {self.agent_id!r} is "
+                "not an agent id (a UUID): run webagents publish again, or fix the link"
+            )
         if not self.agent_id:
             raise ConfigError(
                 f"the auth skill verifies the portal's tokens for agent {agent.name!r}, which "
