@@ -36,6 +36,8 @@ CHANNEL_SENDER_HEADER = "x-webagents-channel-sender"
 API_KEY_HEADERS = ("x-api-key", "api-key")
 """Headers that carry a key as it is, without a scheme: Anthropic-style clients send
 x-api-key, Azure OpenAI's clients api-key. Each is a credential exactly like a bearer."""
+PORTAL_KEY_PREFIX = "rok_"
+"""A portal user's API key, which the portal exchanges for a token to call an agent."""
 ANONYMOUS_TOKEN = "anonymous"
 """The bearer that says "no credential": `OpenAI(api_key="anonymous")`."""
 JWKS_TTL_SECONDS = 600.0
@@ -47,6 +49,11 @@ _KEY_TYPES = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP"}
 
 class Unauthorized(WebAgentsError):
     """A presented credential did not verify (HTTP 401)."""
+
+
+class VerifierUnavailable(WebAgentsError):
+    """Whoever verifies a presented credential cannot be asked now (the portal is down): the
+    credential is neither taken nor called wrong (HTTP 503)."""
 
 
 def _digest(secret: str) -> bytes:
@@ -236,6 +243,12 @@ class AccessVerifier:
             raise Unauthorized(
                 "this agent verifies no one (its AGENT.md has no access: block): call it "
                 'with no Authorization header, or with api_key "anonymous"'
+            )
+        if self._portal is not None and token.startswith(PORTAL_KEY_PREFIX):
+            raise Unauthorized(
+                "a portal API key is not a token for this agent: exchange it at POST "
+                f'{self._portal.portal}/api/agents/token with {{"agent": "<this agent\'s '
+                'name>"}, and send the access_token it answers'
             )
         raise Unauthorized("the bearer token is not valid for this agent")
 

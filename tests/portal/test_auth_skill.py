@@ -200,3 +200,57 @@ def test_a_the_auth_skill_needs_a_published_agent(tmp_path: Path) -> None:
         "the auth skill verifies the portal's tokens for agent 'helper', which is not "
         "published: run webagents publish in its folder first"
     )
+
+
+async def test_a_a_portal_that_cannot_be_reached_is_503_not_a_wrong_token(
+    client: TestClient, world: dict[str, Any], tmp_path: Path
+) -> None:
+    """A token the agent cannot check because the portal is down is neither taken nor called
+    wrong: 503 with Retry-After, the details in the owner's log; a cached key still works."""
+    from webagents.access import VerifierUnavailable
+    from webagents.server import AgentHost, ServedAgent, create_app
+    from webagents.testing import FunctionModel
+
+    owner = _agent_token(client, world["alice"])
+    folder = tmp_path / "down"
+    (folder / ".webagents").mkdir(parents=True)
+    (folder / ".webagents" / "config.json").write_text(
+        json.dumps({"link": {"agentId": world["agent_id"], "portal": PORTAL}})
+    )
+
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("All connection attempts failed", request=request)
+
+    skill = AuthSkill(http=httpx.AsyncClient(transport=httpx.MockTransport(down)))
+    skill.bind(AgentInfo(name="helper", directory=folder))
+    for _ in range(2):  # and again at once, before the next fetch is due
+        with pytest.raises(VerifierUnavailable) as refused:
+            await skill.caller(owner)
+        assert str(refused.value) == (
+            "the portal that verifies this agent's callers cannot be reached just now; try "
+            "again shortly"
+        )
+
+    from webagents import Agent
+
+    agent = Agent("helper", "Be brief.", model=FunctionModel(lambda r: "hi"))
+    served = ServedAgent(agent, AccessVerifier(None, portal=skill))
+    with TestClient(create_app(AgentHost([served]))) as app:
+        answer = app.post(
+            "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {owner}"},
+            json={"model": "helper", "messages": [{"role": "user", "content": "hi"}]},
+        )
+        key = app.post(
+            "/v1/chat/completions",
+            headers={"Authorization": "Bearer rok_not_a_token"},
+            json={"model": "helper", "messages": [{"role": "user", "content": "hi"}]},
+        )
+    assert (answer.status_code, answer.headers["retry-after"]) == (503, "1")
+    assert answer.json()["error"]["code"] == "verifier_unavailable"
+    assert (key.status_code, key.json()["error"]["message"]) == (
+        401,
+        "a portal API key is not a token for this agent: exchange it at POST "
+        f'{PORTAL}/api/agents/token with {{"agent": "<this agent\'s name>"}}, and send the '
+        "access_token it answers",
+    )

@@ -52,7 +52,7 @@ def _run(fn: Any, *args: Any) -> None:
 
 @click.group()
 def portal() -> None:
-    """The self-hosted portal: accounts, API keys (and soon tokens and agents)."""
+    """The self-hosted portal: accounts, API keys, access tokens, published agents."""
 
 
 @portal.command()

@@ -24,6 +24,8 @@ from ..server.connections import (
 )
 from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
 
+LISTEN_BACKLOG = 2048  # uvicorn's default
+
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket, so that `--port 0` can report the port it got."""
@@ -45,6 +47,9 @@ def bind(host: str, port: int) -> socket.socket:
         raise click.ClickException(
             f"cannot listen on {host}:{port}: {exc.strerror}{hint}"
         ) from None
+    # Listening now, before the address is printed: a client that connects as soon as it
+    # reads it waits in the backlog while the server starts, instead of being refused.
+    sock.listen(LISTEN_BACKLOG)
     return sock
 
 

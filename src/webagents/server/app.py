@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from .._loop import TurnResult
-from ..access import CHANNEL_SENDER_HEADER, Unauthorized
+from ..access import CHANNEL_SENDER_HEADER, Unauthorized, VerifierUnavailable
 from ..agent import Conversation
 from ..caller import Caller
 from ..errors import ModelError, TurnLimitError
@@ -159,6 +159,8 @@ async def _verify(served: ServedAgent, request: Request) -> Caller:
         return await served.verifier.caller(request.headers.get("authorization"), request.headers)
     except Unauthorized as exc:
         raise ApiError(401, str(exc), "invalid_credential") from None
+    except VerifierUnavailable as exc:
+        raise ApiError(503, str(exc), "verifier_unavailable") from None
 
 
 async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: ChatRequest) -> Any:

@@ -204,7 +204,7 @@ class ConnectionGuard:
         )
 
     def listen_on(self, sock: socket.socket) -> socket.socket:
-        """`sock` (bound, not yet listening) as one whose accepts keep to the cap."""
+        """`sock` (bound, and listening) as one whose accepts keep to the cap."""
         guarded = _GuardedSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
         guarded.guard = self
         return guarded

@@ -16,6 +16,7 @@ header carries it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -24,14 +25,19 @@ import httpx
 import jwt
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..access import Unauthorized
+from ..access import Unauthorized, VerifierUnavailable
 from ..caller import Caller
 from ..context import AgentInfo
 from ..errors import ConfigError
 from ..home import is_agent_id
 from .base import Skill
 
+log = logging.getLogger("webagents.auth")
+
 ALGORITHM = "RS256"
+UNREACHABLE = (
+    "the portal that verifies this agent's callers cannot be reached just now; try again shortly"
+)
 JWKS_REFETCH_SECONDS = 30
 
 
@@ -61,6 +67,7 @@ class AuthSkill(Skill[AuthSettings]):
         self.agent_id: str | None = None
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_at = -float("inf")
+        self._unreachable = False
 
     def bind(self, agent: AgentInfo) -> None:
         link = _link(agent)
@@ -133,6 +140,8 @@ class AuthSkill(Skill[AuthSettings]):
             await self._fetch()
         if isinstance(kid, str) and kid in self._keys:
             return self._keys[kid]
+        if self._unreachable:
+            raise VerifierUnavailable(UNREACHABLE)  # its keys are unknown, not the token wrong
         raise Unauthorized("the portal token is signed by a key the portal does not publish")
 
     async def _fetch(self) -> None:
@@ -146,7 +155,12 @@ class AuthSkill(Skill[AuthSettings]):
             keys = answer.json()["keys"]
             self._keys = {str(k["kid"]): jwt.PyJWK(k) for k in keys if k.get("alg") == ALGORITHM}
         except (httpx.HTTPError, ValueError, KeyError, TypeError, jwt.PyJWTError) as exc:
-            raise Unauthorized(f"the portal's keys could not be read from {url} ({exc})") from None
+            # The details are the owner's (the log), not the caller's; the caller's token is
+            # not wrong for it, so this is no 401.
+            log.warning("auth: the portal's keys could not be read from %s (%s)", url, exc)
+            self._unreachable = True
+            raise VerifierUnavailable(UNREACHABLE) from None
+        self._unreachable = False
 
     async def aclose(self) -> None:
         if self._http is not None:
