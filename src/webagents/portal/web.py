@@ -8,8 +8,10 @@ cannot write the token. The cookie is replaced at sign-in and sign-out.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import re
 import secrets
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,36 @@ _templates = jinja2.Environment(
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+
+
+def _style_source() -> str:
+    """The hash of base.html's one <style> block: the only inline thing a page may use."""
+    base = Path(__file__).with_name("templates").joinpath("base.html").read_text("utf-8")
+    found = re.search(r"<style>(.*?)</style>", base, re.S)
+    if found is None:
+        return "'none'"
+    digest = hashlib.sha256(found.group(1).encode()).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+# The pages are server-rendered HTML with forms and one inline stylesheet: no scripts, no
+# frames (clickjacking the approve buttons of /cli/auth and /device), no other origins.
+# No form-action: approving `webagents login` redirects to the command line's loopback port.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        f"default-src 'none'; style-src {_style_source()}; img-src 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+# The API answers a caller's own data, tokens and keys included: never kept by a cache.
+API_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Pragma": "no-cache",
+}
 
 
 def _form_token(cookie: str) -> str:

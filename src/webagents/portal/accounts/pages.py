@@ -157,6 +157,7 @@ def create_key(
         request, "keys.html", user=user, keys=service.list_keys(db, user), new_key=made
     )
     response.headers["Cache-Control"] = "no-store"
+    response.headers["Pragma"] = "no-cache"
     return response
 
 
