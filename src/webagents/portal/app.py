@@ -8,6 +8,7 @@ are in the database, so any number of processes can serve one PostgreSQL.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from urllib.parse import quote
 
@@ -30,7 +31,7 @@ from .db.engine import make_engine, make_sessions
 from .errors import PortalError
 from .settings import PortalSettings
 from .tokens import api as tokens_api
-from .web import render
+from .web import API_HEADERS, PAGE_HEADERS, render
 
 log = logging.getLogger("webagents.portal")
 
@@ -48,6 +49,19 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
     app.include_router(cli_login_api.router)
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
+
+    @app.middleware("http")
+    async def _headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        path = request.url.path
+        wanted = PAGE_HEADERS if not _is_api(request) else API_HEADERS
+        if path.startswith("/.well-known/"):  # public keys, cached on purpose
+            wanted = {"X-Content-Type-Options": "nosniff"}
+        for name, value in wanted.items():
+            response.headers.setdefault(name, value)
+        return response
 
     @app.get("/health")
     def health() -> dict[str, str]:

@@ -1,27 +1,40 @@
 """What every page shares: the templates, the CSRF token of forms, and the cookies.
 
-CSRF: a random `webagents_csrf` cookie (HttpOnly, SameSite=Strict) and, in every form, an
-HMAC of it; a form whose token is missing or does not match the cookie is refused (403).
-Another site can make a browser send the cookie but can read neither it nor the page, so it
-cannot write the token. The cookie is replaced at sign-in and sign-out.
+CSRF: every form carries HMAC(server secret, the browser's session), where the session is
+the signed-in browser's session cookie, or before sign-in a random pre-session id in its own
+`webagents_csrf` cookie (HttpOnly, SameSite=Strict; `__Host-` over https). A form whose
+token is missing or was made for another session is refused (403). The secret is derived
+from the portal's signing keys (in the database), so every process shares it and no one
+can make a token without the portal; a token is bound to one session, so a pair fetched
+anonymously (or by another account) is worth nothing with the victim's session cookie. The
+pre-session cookie is replaced at sign-in and sign-out.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
+import re
 import secrets
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jinja2
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, Response
+from sqlalchemy.orm import Session
 
+from .db.engine import request_session
 from .errors import Forbidden
+from .tokens import keys as signing
+from .tokens import service as tokens
+from .tokens.repository import SigningKeys
 
 SESSION_COOKIE = "webagents_session"
 CSRF_COOKIE = "webagents_csrf"
+HOST_CSRF_COOKIE = "__Host-webagents_csrf"
 CSRF_FIELD = "csrf_token"
 
 _templates = jinja2.Environment(
@@ -31,13 +44,93 @@ _templates = jinja2.Environment(
 )
 
 
-def _form_token(cookie: str) -> str:
-    return hmac.new(cookie.encode(), b"webagents-portal-form", hashlib.sha256).hexdigest()
+def _style_source() -> str:
+    """The hash of base.html's one <style> block: the only inline thing a page may use."""
+    base = Path(__file__).with_name("templates").joinpath("base.html").read_text("utf-8")
+    found = re.search(r"<style>(.*?)</style>", base, re.S)
+    if found is None:
+        return "'none'"
+    digest = hashlib.sha256(found.group(1).encode()).digest()
+    return f"'sha256-{base64.b64encode(digest).decode()}'"
+
+
+# The pages are server-rendered HTML with forms and one inline stylesheet: no scripts, no
+# frames (clickjacking the approve buttons of /cli/auth and /device), no other origins.
+# No form-action: approving `webagents login` redirects to the command line's loopback port.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        f"default-src 'none'; style-src {_style_source()}; img-src 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+# The API answers a caller's own data, tokens and keys included: never kept by a cache.
+API_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+    "Pragma": "no-cache",
+}
+
+
+def load_form_secrets(
+    request: Request, db: Annotated[Session, Depends(request_session, scope="function")]
+) -> None:
+    """The pages' dependency: the secrets form tokens are made and checked with, for
+    `render` and `check_csrf`. Each is derived from a signing key (SHA-256 of a label and the
+    private key), so every portal process has them without a secret of its own; tokens are
+    made with the key that signs now and accepted with any published key, so a rotation
+    fails no open form."""
+    keys = SigningKeys(db).all()
+    if not keys:
+        tokens.ensure_signing_key(db)
+        keys = SigningKeys(db).all()
+    now = datetime.now(UTC)
+    current = signing.signer(keys, now)
+    published = signing.published(keys, now, request.app.state.settings.token_lifetime)
+    request.state.form_secrets = [
+        _secret_of(key.private_pem) for key in ([current] if current else []) + published
+    ]
+
+
+FormSecrets = Depends(load_form_secrets)
+
+
+def _secret_of(private_pem: str) -> bytes:
+    return hashlib.sha256(b"webagents-portal form tokens\0" + private_pem.encode()).digest()
+
+
+def _csrf_cookie(request: Request) -> str:
+    # __Host-: only this origin over https can set it (not a sibling subdomain).
+    return HOST_CSRF_COOKIE if request.url.scheme == "https" else CSRF_COOKIE
+
+
+def _binding(request: Request, pre_session: str) -> str:
+    """What a form token is for: the signed-in browser's session (by the SHA-256 of its
+    cookie, as the database knows it), else the pre-session id of the CSRF cookie."""
+    session = request.cookies.get(SESSION_COOKIE, "")
+    if session:
+        return "session:" + hashlib.sha256(session.encode()).hexdigest()
+    return "pre-session:" + pre_session
+
+
+def _form_token(secret: bytes, binding: str) -> str:
+    return hmac.new(secret, binding.encode(), hashlib.sha256).hexdigest()
+
+
+def _secrets(request: Request) -> list[bytes]:
+    found: list[bytes] = getattr(request.state, "form_secrets", [])
+    return found
 
 
 def check_csrf(request: Request, submitted: str) -> None:
-    cookie = request.cookies.get(CSRF_COOKIE, "")
-    if not cookie or not submitted or not hmac.compare_digest(_form_token(cookie), submitted):
+    pre_session = request.cookies.get(_csrf_cookie(request), "")
+    binding = _binding(request, pre_session)
+    valid = bool(submitted) and (pre_session or binding.startswith("session:"))
+    if not valid or not any(
+        hmac.compare_digest(_form_token(secret, binding), submitted) for secret in _secrets(request)
+    ):
         raise Forbidden(
             "this form expired or was not sent from the portal's own page: "
             "reload the page and send it again",
@@ -45,32 +138,28 @@ def check_csrf(request: Request, submitted: str) -> None:
         )
 
 
-def render(
-    request: Request,
-    template: str,
-    *,
-    status: int = 200,
-    new_csrf: bool = False,
-    **context: Any,
-) -> HTMLResponse:
-    """A page whose forms carry the CSRF token of this browser's cookie (made when missing,
-    or when `new_csrf`)."""
-    cookie = request.cookies.get(CSRF_COOKIE, "")
-    fresh = new_csrf or not cookie
+def render(request: Request, template: str, *, status: int = 200, **context: Any) -> HTMLResponse:
+    """A page whose forms carry the CSRF token of this browser's session, or before sign-in
+    of its pre-session cookie (made when missing). A page outside the pages' routers (an
+    error page) has no secrets and so no usable form."""
+    pre_session = request.cookies.get(_csrf_cookie(request), "")
+    fresh = not pre_session
     if fresh:
-        cookie = secrets.token_urlsafe(32)
+        pre_session = secrets.token_urlsafe(32)
+    known = _secrets(request)
+    token = _form_token(known[0], _binding(request, pre_session)) if known else ""
     context.setdefault("user", None)
     context.setdefault("error", None)
-    body = _templates.get_template(template).render(csrf_token=_form_token(cookie), **context)
+    body = _templates.get_template(template).render(csrf_token=token, **context)
     response = HTMLResponse(body, status_code=status)
     if fresh:
-        set_csrf_cookie(request, response, cookie)
+        set_csrf_cookie(request, response, pre_session)
     return response
 
 
 def set_csrf_cookie(request: Request, response: Response, value: str | None = None) -> None:
     response.set_cookie(
-        CSRF_COOKIE,
+        _csrf_cookie(request),
         value or secrets.token_urlsafe(32),
         httponly=True,
         samesite="strict",

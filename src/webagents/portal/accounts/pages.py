@@ -18,6 +18,7 @@ from ..settings import PortalSettings
 from ..web import (
     CSRF_FIELD,
     SESSION_COOKIE,
+    FormSecrets,
     check_csrf,
     clear_session_cookie,
     local_path,
@@ -29,7 +30,7 @@ from . import service
 from .auth import Db, MaybeSignedIn, SignedIn
 from .schemas import PASSWORD_MIN, USERNAME_RULE
 
-router = APIRouter()
+router = APIRouter(dependencies=[FormSecrets])
 
 FormText = Annotated[str, Form()]
 Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
@@ -157,6 +158,7 @@ def create_key(
         request, "keys.html", user=user, keys=service.list_keys(db, user), new_key=made
     )
     response.headers["Cache-Control"] = "no-store"
+    response.headers["Pragma"] = "no-cache"
     return response
 
 

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from ..accounts.credentials import digest, new_api_key
 from ..accounts.scope import AccountScope
 from ..db.tables import Agent
-from ..errors import Conflict, NotFound
+from ..errors import BadInput, Conflict, NotFound
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from .repository import Agents, agent_named, name_taken
@@ -38,6 +38,15 @@ def _taken(name: str) -> Conflict:
         f"the agent name {name!r} is taken on this portal: set another name: in its AGENT.md",
         code="agent_name_taken",
     )
+
+
+# What a PATCH must send instead of null (only `model` may be null: the agent's default).
+_NOT_NULL = {
+    "name": "a name",
+    "description": 'a string ("" for none)',
+    "instructions": 'a string ("" for none)',
+    "skills": "a list ([] for none)",
+}
 
 
 def list_agents(db: Session, scope: AccountScope) -> list[AgentOut]:
@@ -85,13 +94,18 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
 def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPatch) -> AgentOut:
     agent = get_agent(db, scope, agent_id)
     changes = patch.model_dump(exclude_unset=True)
+    for field, value in changes.items():
+        if value is None and field in _NOT_NULL:
+            raise BadInput(
+                f"{field} cannot be null: send {_NOT_NULL[field]}, or leave {field} out to "
+                "keep it as it is",
+                code="null_field",
+            )
     if "name" in changes and changes["name"] != agent.name:
         name = check_agent_name(str(changes["name"]))
         if name_taken(db, name):
             raise _taken(name)
     for field, value in changes.items():
-        if field == "name" and value is None:
-            continue
         setattr(agent, field, value)
     agent.updated_at = datetime.now(UTC)
     db.flush()

@@ -12,10 +12,10 @@ from ..accounts.auth import Db, SignedIn
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..tokens import service as tokens
-from ..web import CSRF_FIELD, check_csrf, render
+from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
 from . import service
 
-router = APIRouter()
+router = APIRouter(dependencies=[FormSecrets])
 
 FormText = Annotated[str, Form()]
 Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
