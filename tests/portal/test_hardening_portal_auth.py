@@ -6,10 +6,16 @@ tokens are short-lived, and X-Forwarded-For is believed only from proxies the op
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
+import jwt
+from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session
 
-from .conftest import csrf_of
+from webagents.portal.accounts import service as accounts
+
+from .conftest import csrf_of, make_account
 from .processes import Served
 
 PROXY_CLIENT = "203.0.113.7"
@@ -57,3 +63,61 @@ def test_hardening_forwarded_allow_ips_names_the_proxy_p1(
     finally:
         served.stop()
     assert statuses == [401] * 20 + [429, 401]
+
+
+REVOKED = {
+    "message": "this sign-in was ended (webagents logout, or its API key was revoked): "
+    "run webagents login",
+    "type": "authentication_error",
+    "param": None,
+    "code": "token_revoked",
+}
+
+
+def _exchange(client: TestClient, key: str) -> str:
+    answer = client.post("/api/auth/cli/token", headers={"Authorization": f"Bearer {key}"}, json={})
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["access_token"])
+
+
+def test_hardening_revoking_an_api_key_revokes_the_tokens_given_for_it_p2(
+    client: TestClient, db: Session
+) -> None:
+    alice = make_account(db, "alice")
+    revoked_key = accounts.create_key(db, alice, "laptop")
+    kept_key = accounts.create_key(db, alice, "ci")
+    doomed, kept = _exchange(client, revoked_key.key), _exchange(client, kept_key.key)
+    client.post("/api/agents", headers={"Authorization": f"Bearer {kept}"}, json={"name": "helper"})
+
+    def me(token: str) -> tuple[int, Any]:
+        answer = client.get("/api/users/me", headers={"Authorization": f"Bearer {token}"})
+        return answer.status_code, answer.json().get("error")
+
+    assert (me(doomed)[0], me(kept)[0]) == (200, 200)
+    accounts.revoke_key(db, alice, str(revoked_key.api_key.id))
+    db.commit()  # as the keys page would: the refusals below roll back what is not committed
+    assert me(doomed) == (401, REVOKED)
+    minted = client.post(
+        "/api/agents/token", headers={"Authorization": f"Bearer {doomed}"}, json={"agent": "x"}
+    )
+    assert (minted.status_code, minted.json()["error"]) == (401, REVOKED), minted.text
+    assert me(kept) == (200, None)  # the other key's token lives on
+
+
+def test_hardening_agent_tokens_live_15_minutes_portal_tokens_24_hours_a(
+    client: TestClient, db: Session
+) -> None:
+    alice = make_account(db, "alice")
+    portal_token = _exchange(client, accounts.create_key(db, alice, "cli").key)
+    bearer = {"Authorization": f"Bearer {portal_token}"}
+    made = client.post("/api/agents", headers=bearer, json={"name": "helper"})
+    assert made.status_code == 201, made.text
+    answer = client.post("/api/agents/token", headers=bearer, json={"agent": "helper"})
+    assert answer.status_code == 200, answer.text
+    claims = jwt.decode(answer.json()["access_token"], options={"verify_signature": False})
+    portal_claims = jwt.decode(portal_token, options={"verify_signature": False})
+    assert (
+        answer.json()["expires_in"],
+        claims["exp"] - claims["iat"],
+        portal_claims["exp"] - portal_claims["iat"],
+    ) == (900, 900, 86400)

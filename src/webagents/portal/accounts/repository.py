@@ -46,12 +46,14 @@ class Directory:
     def end_browser_session(self, token_hash: str) -> None:
         self._session.execute(delete(BrowserSession).where(BrowserSession.token_hash == token_hash))
 
-    def user_of_api_key(self, key_hash: str) -> User | None:
-        return self._session.scalars(
-            select(User)
+    def user_of_api_key(self, key_hash: str) -> tuple[User, uuid.UUID] | None:
+        """The user of a live key, and the key's id."""
+        found = self._session.execute(
+            select(User, ApiKey.id)
             .join(ApiKey, ApiKey.user_id == User.id)
             .where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
         ).one_or_none()
+        return (found[0], found[1]) if found is not None else None
 
     # Failed sign-ins, counted across every portal process.
 
