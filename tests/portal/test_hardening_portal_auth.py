@@ -5,6 +5,7 @@ tokens are short-lived, and X-Forwarded-For is believed only from proxies the op
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
 
-from .conftest import csrf_of, make_account
-from .processes import Served
+from .conftest import PASSWORD, csrf_of, make_account
+from .processes import Served, portal
 
 PROXY_CLIENT = "203.0.113.7"
 
@@ -121,3 +122,38 @@ def test_hardening_agent_tokens_live_15_minutes_portal_tokens_24_hours_a(
         claims["exp"] - claims["iat"],
         portal_claims["exp"] - portal_claims["iat"],
     ) == (900, 900, 86400)
+
+
+def test_hardening_the_account_limit_holds_for_concurrent_guesses_at_two_portals_p1(
+    tmp_path: Path, fresh_database_url: str
+) -> None:
+    """16 wrong passwords for one account sent at once, half to each of two processes on one
+    database: only the limit's number (5) of passwords are checked, the rest are 429."""
+    database = ("--database", fresh_database_url)
+    assert portal(tmp_path, "adduser", "victim", *database, stdin=PASSWORD).returncode == 0
+    portals = [Served(tmp_path, *database), Served(tmp_path, *database)]
+    guesses = 16
+    together = threading.Barrier(guesses)
+    statuses: list[int] = []
+
+    def guess(url: str) -> None:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            token = csrf_of(http.get("/signin").text)
+            together.wait(timeout=60)
+            answer = http.post(
+                "/signin", data={"csrf_token": token, "username": "victim", "password": "guess"}
+            )
+            statuses.append(answer.status_code)
+
+    try:
+        threads = [
+            threading.Thread(target=guess, args=(portals[n % 2].url,)) for n in range(guesses)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        for served in portals:
+            served.stop()
+    assert sorted(statuses) == [401] * 5 + [429] * 11
