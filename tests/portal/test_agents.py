@@ -127,7 +127,7 @@ def test_p4_a_token_for_an_agent_names_the_owner_or_a_user(client: TestClient, d
             "agent_id": agent_id,
             "agent_name": "helper",
             "tier": tier,
-            "expires_in": 86400,
+            "expires_in": 900,
         }
     missing = client.post("/api/agents/token", headers=bob, json={"agent": "nobody"})
     assert (missing.status_code, missing.json()["error"]["message"]) == (

@@ -100,7 +100,8 @@ def test_p3_logout_revokes_the_token_at_the_portal(client: TestClient, db: Sessi
     assert (refused.status_code, refused.json()["error"]) == (
         401,
         {
-            "message": "this sign-in was ended (webagents logout): run webagents login",
+            "message": "this sign-in was ended (webagents logout, or its API key was revoked): "
+            "run webagents login",
             "type": "authentication_error",
             "param": None,
             "code": "token_revoked",

@@ -103,7 +103,8 @@ def test_p3_a_revoked_sign_in_says_run_webagents_login(
     who = webagents(tmp_path, "whoami")
     assert (who.returncode, who.stderr) == (
         2,
-        "error: this sign-in was ended (webagents logout): run webagents login\n",
+        "error: this sign-in was ended (webagents logout, or its API key was revoked): "
+        "run webagents login\n",
     )
     wrong = webagents(tmp_path, "login", "--portal", served.url, "--token", "rok_" + "x" * 43)
     assert (wrong.returncode, wrong.stderr) == (

@@ -65,6 +65,15 @@ def portal() -> None:
     help="The portal's address as clients reach it, the issuer of its tokens (default: the "
     "address each request came to; set it when several processes serve one portal).",
 )
+@click.option(
+    "--forwarded-allow-ips",
+    envvar="WEBAGENTS_PORTAL_FORWARDED_ALLOW_IPS",
+    metavar="ADDRESSES",
+    default="",
+    help="The reverse proxies (comma-separated addresses or networks, '*' for any) whose "
+    "X-Forwarded-For/-Proto are believed; by default none, so no client can pick the address "
+    "its failed sign-ins are counted against.",
+)
 @_database_option
 @click.pass_context
 def serve(
@@ -72,11 +81,12 @@ def serve(
     host: str,
     port: int,
     public_url: str | None,
+    forwarded_allow_ips: str,
     database: str | None,
     profile: str | None,
 ) -> None:
     """Serve the portal; its database is migrated first."""
-    _run(_serve, ctx, host, port, public_url, database, profile)
+    _run(_serve, ctx, host, port, public_url, forwarded_allow_ips, database, profile)
 
 
 def _serve(
@@ -84,6 +94,7 @@ def _serve(
     host: str,
     port: int,
     public_url: str | None,
+    forwarded_allow_ips: str,
     database: str | None,
     profile: str | None,
 ) -> None:
@@ -103,8 +114,15 @@ def _serve(
     shown = f"[{address}]" if ":" in address else address
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
     click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
+    proxies = forwarded_allow_ips.strip()
+    # uvicorn would believe X-Forwarded-* from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unasked:
+    # only the proxies the operator names are believed.
     config = uvicorn.Config(
-        create_app(settings, engine=engine), log_level="info", timeout_graceful_shutdown=10
+        create_app(settings, engine=engine),
+        log_level="info",
+        timeout_graceful_shutdown=10,
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
     )
     uvicorn.Server(config).run(sockets=[sock])
 

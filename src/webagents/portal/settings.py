@@ -41,6 +41,9 @@ class PortalSettings:
     # Access tokens (P2): how long one is valid, and how long a rotated-in key is published
     # before it signs (verifiers cache the JWKS for at most JWKS_MAX_AGE).
     token_lifetime: timedelta = timedelta(hours=24)
+    # A token for calling an agent: the agent verifies it offline (JWKS) and cannot see a
+    # logout or a revoked key, so it is short-lived; the CLI asks for a new one as needed.
+    agent_token_lifetime: timedelta = timedelta(minutes=15)
     key_publish_ahead: timedelta = timedelta(minutes=10)
     # The portal's address as clients reach it (the tokens' issuer); by default the address
     # the request came to.

@@ -61,10 +61,11 @@ def api_key_scope(db: Session, authorization: str | None) -> AccountScope:
     credential = _bearer(authorization)
     if not credential.startswith(API_KEY_PREFIX):
         raise Unauthorized("this credential is not a portal API key (rok_...)")
-    user = Directory(db).user_of_api_key(digest(credential))
-    if user is None:
+    found = Directory(db).user_of_api_key(digest(credential))
+    if found is None:
         raise Unauthorized("this API key is unknown or was revoked: make a new one on the portal")
-    return scope_of(user)
+    user, key_id = found
+    return mint(user.id, user.username, key_id)
 
 
 def bearer_scope(

@@ -7,14 +7,19 @@ a token or key by its hash), for auth.py and the sign-up and sign-in services al
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, delete, func, select, text
 from sqlalchemy.orm import Session
 
 from ..db.tables import ApiKey, BrowserSession, SignInAttempt, User
 from .scope import AccountScope, require_scope
+
+# The space of the sign-in locks among PostgreSQL's advisory locks (two-key form, apart from
+# the migration's one-key lock): "wa" "si".
+_SIGN_IN_LOCKS = 0x77617369
 
 
 class Directory:
@@ -46,14 +51,30 @@ class Directory:
     def end_browser_session(self, token_hash: str) -> None:
         self._session.execute(delete(BrowserSession).where(BrowserSession.token_hash == token_hash))
 
-    def user_of_api_key(self, key_hash: str) -> User | None:
-        return self._session.scalars(
-            select(User)
+    def user_of_api_key(self, key_hash: str) -> tuple[User, uuid.UUID] | None:
+        """The user of a live key, and the key's id."""
+        found = self._session.execute(
+            select(User, ApiKey.id)
             .join(ApiKey, ApiKey.user_id == User.id)
             .where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
         ).one_or_none()
+        return (found[0], found[1]) if found is not None else None
 
     # Failed sign-ins, counted across every portal process.
+
+    def hold_sign_ins_of(self, username: str) -> None:
+        """Make this transaction the only one signing `username` in until it ends, so that
+        counting the failures, checking the password and recording a failure are one step
+        across every portal process (else N racing guesses all pass the count). SQLite needs
+        nothing: its writing transactions (BEGIN IMMEDIATE) already take turns. PostgreSQL
+        takes a transaction-scoped advisory lock keyed on the normalised username."""
+        if self._session.get_bind().dialect.name != "postgresql":
+            return
+        key = int.from_bytes(hashlib.sha256(username.encode()).digest()[:4], "big", signed=True)
+        self._session.execute(
+            text("SELECT pg_advisory_xact_lock(:space, :key)"),
+            {"space": _SIGN_IN_LOCKS, "key": key},
+        )
 
     def failures_since(
         self, since: datetime, *, username: str | None = None, address: str | None = None

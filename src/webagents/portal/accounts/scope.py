@@ -18,6 +18,8 @@ class AccountScope:
     user_id: uuid.UUID
     username: str
     _minted: object = field(default=None, repr=False, compare=False)
+    # The API key the request was verified by, if it was one (tokens given for it die with it).
+    api_key_id: uuid.UUID | None = None
 
     def __post_init__(self) -> None:
         if self._minted is not _MINT:
@@ -26,9 +28,9 @@ class AccountScope:
             )
 
 
-def mint(user_id: uuid.UUID, username: str) -> AccountScope:
+def mint(user_id: uuid.UUID, username: str, api_key_id: uuid.UUID | None = None) -> AccountScope:
     """For accounts.auth alone: the identity has been verified there."""
-    return AccountScope(user_id, username, _MINT)
+    return AccountScope(user_id, username, _MINT, api_key_id)
 
 
 def require_scope(scope: object) -> AccountScope:

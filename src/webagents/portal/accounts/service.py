@@ -70,6 +70,7 @@ def sign_in(
 ) -> SignedIn:
     username = normalize_username(username)
     directory = Directory(db)
+    directory.hold_sign_ins_of(username)  # until the request's transaction ends
     now = datetime.now(UTC)
     limits.check_allowed(directory, settings, username, address, now)
     user = directory.user_named(username)

@@ -139,5 +139,5 @@ def agent_token(
         "agent_id": str(agent.id),
         "agent_name": agent.name,
         "tier": tier,
-        "expires_in": int(settings.token_lifetime.total_seconds()),
+        "expires_in": int(settings.agent_token_lifetime.total_seconds()),
     }

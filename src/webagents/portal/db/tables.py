@@ -149,6 +149,10 @@ class IssuedToken(Base):
     )
     expires_at: Mapped[datetime] = mapped_column(index=True)
     revoked_at: Mapped[datetime | None] = mapped_column()
+    # The API key it was given for (POST /api/auth/cli/token): revoking the key ends it.
+    api_key_id: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("api_keys.id", ondelete="CASCADE"), index=True
+    )
 
 
 class DeviceCode(Base):

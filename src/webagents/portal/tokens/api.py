@@ -41,5 +41,6 @@ def cli_token(request: Request, scope: ApiKeyCaller, db: Db) -> CliToken:
         issuer=service.issuer_of(settings, str(request.base_url)),
         subject=scope.user_id,
         username=scope.username,
+        api_key_id=scope.api_key_id,
     )
     return CliToken(access_token=issued.token, username=scope.username, user_id=str(scope.user_id))

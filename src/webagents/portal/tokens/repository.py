@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from ..db.tables import IssuedToken, SigningKey
+from ..db.tables import ApiKey, IssuedToken, SigningKey
 
 
 class SigningKeys:
@@ -34,14 +34,28 @@ class IssuedTokens:
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def record(self, jti: str, user_id: uuid.UUID, expires_at: datetime, now: datetime) -> None:
+    def record(
+        self,
+        jti: str,
+        user_id: uuid.UUID,
+        expires_at: datetime,
+        now: datetime,
+        api_key_id: uuid.UUID | None = None,
+    ) -> None:
         self._session.execute(delete(IssuedToken).where(IssuedToken.expires_at <= now))
-        self._session.add(IssuedToken(jti=jti, user_id=user_id, expires_at=expires_at))
+        self._session.add(
+            IssuedToken(jti=jti, user_id=user_id, expires_at=expires_at, api_key_id=api_key_id)
+        )
         self._session.flush()
 
     def is_live(self, jti: str) -> bool:
-        found = self._session.get(IssuedToken, jti)
-        return found is not None and found.revoked_at is None
+        """Issued, not revoked, and (if it was given for an API key) its key not revoked."""
+        found = self._session.execute(
+            select(IssuedToken.revoked_at, ApiKey.revoked_at)
+            .outerjoin(ApiKey, ApiKey.id == IssuedToken.api_key_id)
+            .where(IssuedToken.jti == jti)
+        ).first()
+        return found is not None and found[0] is None and found[1] is None
 
     def revoke(self, jti: str, user_id: uuid.UUID, now: datetime) -> None:
         self._session.execute(

@@ -67,25 +67,30 @@ def issue(
     username: str,
     audience: str = PORTAL_AUDIENCE,
     extra: dict[str, str] | None = None,
+    api_key_id: uuid.UUID | None = None,
 ) -> AccessToken:
+    """A signed token; one given for an API key (`api_key_id`) dies with that key."""
     key = signing.signer(SigningKeys(db).all(), datetime.now(UTC))
     if key is None:
         ensure_signing_key(db)
         key = signing.signer(SigningKeys(db).all(), datetime.now(UTC))
         assert key is not None
     now = datetime.now(UTC)
+    lifetime = (
+        settings.token_lifetime if audience == PORTAL_AUDIENCE else settings.agent_token_lifetime
+    )
     claims: dict[str, Any] = {
         "iss": issuer,
         "sub": str(subject),
         "username": username,
         "aud": audience,
         "iat": int(now.timestamp()),
-        "exp": int((now + settings.token_lifetime).timestamp()),
+        "exp": int((now + lifetime).timestamp()),
         "jti": uuid.uuid4().hex,
         **(extra or {}),
     }
     token = jwt.encode(claims, key.private_pem, algorithm=key.algorithm, headers={"kid": key.kid})
-    IssuedTokens(db).record(claims["jti"], subject, now + settings.token_lifetime, now)
+    IssuedTokens(db).record(claims["jti"], subject, now + lifetime, now, api_key_id)
     return AccessToken(token, claims)
 
 
@@ -128,6 +133,8 @@ def verify(
         raise Unauthorized(f"{refused} ({exc})") from None
     if not IssuedTokens(db).is_live(str(claims.get("jti", ""))):
         raise Unauthorized(
-            "this sign-in was ended (webagents logout): run webagents login", code="token_revoked"
+            "this sign-in was ended (webagents logout, or its API key was revoked): "
+            "run webagents login",
+            code="token_revoked",
         )
     return claims
