@@ -15,13 +15,8 @@ from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
 from ..server import AgentHost, ServedAgent, create_app
-from ..server.connections import (
-    AcceptErrors,
-    ConnectionGuard,
-    ConnectionLimits,
-    connection_cap,
-    file_limit,
-)
+from ..server.connections import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
+from ..server.flood import AcceptErrors
 from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
 
 LISTEN_BACKLOG = 2048  # uvicorn's default

@@ -31,7 +31,7 @@ from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
 from ..skills.session import SessionError, SessionLimitError, SessionLinkError
 from .api_errors import ApiError, error_type
-from .connections import FloodLog
+from .flood import FloodLog
 from .hosting import AgentHost, ServedAgent
 from .openai_api import (
     ChatRequest,

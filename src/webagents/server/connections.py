@@ -24,9 +24,9 @@ cannot open its own files nor connect to its model. Here:
   waiting), one at a time, so descriptors never run out through connections, not even in a
   burst. A refused connection is half-closed after its 503 and what its client still sends
   is read and dropped for a moment, so that the 503 is not lost to a reset;
-- a flood of such events is logged once, then counted at most once a minute, and asyncio's
-  "out of system resource" accept errors (with a traceback each) and uvicorn's warnings about
-  Upgrade headers it cannot honour are reported the same way.
+- a flood of such events is logged once, then counted at most once a minute (flood.py), and
+  asyncio's "out of system resource" accept errors (with a traceback each) and uvicorn's
+  warnings about Upgrade headers it cannot honour are reported the same way.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import errno
 import logging
 import resource
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -47,6 +46,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..openai_wire import error_body
 from .api_errors import error_type
+from .flood import FloodLog
 
 log = logging.getLogger("webagents.server")
 
@@ -61,8 +61,6 @@ LINGER_SECONDS = 2.0
 # out of those the cap left beside the connections and their requests' model connections, of
 # which they take half at most. More in the same moment are closed at once after their 503.
 MAX_LINGERING_REFUSALS = 64
-FLOOD_SUMMARY_SECONDS = 60.0
-_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 @dataclass(frozen=True)
@@ -86,78 +84,6 @@ def connection_cap(requested: int, files: int) -> int:
     for the agent's own files, and beside each connection one for the connection to the model
     that its request holds while it waits for the answer (every connection may be busy)."""
     return min(requested, (files - max(MIN_RESERVED_FILES, files // 8)) // 2)
-
-
-class FloodLog:
-    """Logs the first of a kind of event, then only how many more came, at most once every
-    `every` seconds: thousands of identical lines would bury everything else in the log."""
-
-    def __init__(
-        self,
-        first: str,
-        summary: str,
-        *,
-        every: float = FLOOD_SUMMARY_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-        logger: logging.Logger = log,
-    ) -> None:
-        self._first = first
-        self._summary = summary  # formatted with the count and the interval
-        self._every = every
-        self._clock = clock
-        self._log = logger
-        self._unreported = 0
-        self._reported_at: float | None = None
-        self._timer: asyncio.TimerHandle | None = None
-
-    def event(self, *args: object) -> None:
-        now = self._clock()
-        since = None if self._reported_at is None else now - self._reported_at
-        if since is None or (since >= self._every and not self._unreported):
-            self._reported_at = now  # a new flood (or the first): say what it is
-            self._log.warning(self._first, *args)
-            return
-        self._unreported += 1
-        if since >= self._every:
-            self.flush()
-        elif self._timer is None:
-            try:  # so that the count of a flood that stops is still told
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return
-            self._timer = loop.call_later(self._every - since, self.flush)
-
-    def flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._unreported:
-            self._log.warning(self._summary, self._unreported, round(self._every))
-            self._unreported = 0
-            self._reported_at = self._clock()
-
-
-class AcceptErrors(logging.Filter):
-    """On the `asyncio` logger: its accept errors for lack of descriptors, as a FloodLog."""
-
-    def __init__(self, files: int) -> None:
-        super().__init__()
-        self.flood = FloodLog(
-            f"cannot accept new connections: %s (the file limit is {files}); they wait until "
-            "others close. Lower --max-connections or raise the limit (ulimit -n)",
-            "cannot accept new connections: %d more times in the last %d s",
-        )
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if (
-            isinstance(exc, OSError)
-            and exc.errno in _OUT_OF_RESOURCES
-            and str(record.msg).startswith("socket.accept()")
-        ):
-            self.flood.event(exc.strerror)
-            return False
-        return True
 
 
 class ConnectionGuard:
