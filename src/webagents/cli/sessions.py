@@ -20,7 +20,7 @@ import click
 from ..caller import shown_to_owner
 from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
-from ..skills.session.session_file import SessionError, SessionFile, read_session
+from ..skills.session.session_file import SessionError, SessionFile
 from ..skills.session.store import LocalSessionStore, caller_hash
 from . import current_profile, profile_option, run_or_exit
 from .owner import (
@@ -98,26 +98,18 @@ class _Sessions:
         """Every conversation the owner may read, newest first, and what could not be read."""
         found: list[Kept] = []
         problems: list[str] = []
-        folders: list[tuple[str | None, str | None, Path]] = [
-            (self.own, None, self.store.folder(self.own))
-        ]
+        folders: list[tuple[str | None, str | None]] = [(self.own, None)]
         callers = self.store.root / "callers"
         if self.reads_all and callers.is_dir() and not callers.is_symlink():
             for entry in sorted(os.scandir(callers), key=lambda e: e.name):
                 if not entry.is_dir(follow_symlinks=False):
                     problems.append(f"{entry.path} is not a caller's folder; it is left as it is")
                     continue
-                found_ns = self.known.get(entry.name)
-                folders.append((found_ns, entry.name, Path(entry.path)))
-        for namespace, digest, folder in folders:
-            for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-                try:
-                    read = read_session(path)
-                except SessionError as exc:
-                    problems.append(str(exc))
-                    continue
-                if read is not None:
-                    found.append(Kept(namespace, digest, read[0]))
+                folders.append((self.known.get(entry.name), entry.name))
+        for namespace, digest in folders:
+            sessions, unread = self.store.read_folder(digest)
+            found.extend(Kept(namespace, digest, session) for session in sessions)
+            problems.extend(unread)
         found.sort(key=lambda kept: kept.session["updated"], reverse=True)
         return found, problems
 

@@ -300,6 +300,35 @@ class LocalSessionStore:
         """How many callers of a kind (channel senders, JWT callers) have a folder here."""
         return count_marked(self.root / "callers", NAMESPACE_FILE, kind.prefix)
 
+    def read_folder(self, caller_folder: str | None) -> tuple[list[SessionFile], list[str]]:
+        """Every conversation kept in the owner's folder (None) or in one caller's folder (by
+        its name under `callers/`), read as every other path reads them: no link followed;
+        with what could not be read."""
+        where = self.root if caller_folder is None else self.root / "callers" / caller_folder
+        parts = self._parts if caller_folder is None else (*self._parts, "callers", caller_folder)
+        try:
+            dir_fd = refused_links(where, lambda: open_private_dir(self.base, parts, create=False))
+        except SessionError as exc:
+            return [], [str(exc)]
+        if dir_fd is None:
+            return [], []
+        found: list[SessionFile] = []
+        problems: list[str] = []
+        try:
+            for name in sorted(os.listdir(dir_fd)):
+                if name.startswith(".") or not name.endswith(".json"):
+                    continue
+                try:
+                    read = read_session(where / name, dir_fd=dir_fd)
+                except SessionError as exc:
+                    problems.append(str(exc))
+                    continue
+                if read is not None:
+                    found.append(read[0])
+        finally:
+            os.close(dir_fd)
+        return found, problems
+
     def caller_namespaces(self) -> dict[str, str]:
         """Caller folder name -> the namespace its marker names, for every caller's folder
         with a marker that hashes to its folder's name (a marker naming another folder's
