@@ -39,7 +39,9 @@ def test_hardening_two_different_identities_never_show_the_same(first: str, seco
 
 @given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30))
 def test_hardening_plain_ascii_identities_show_as_they_are(identity: str) -> None:
-    if identity == identity.strip(" ") and "  " not in identity:
+    # A space after `:` or `#` may begin an identity inside a namespace: shown escaped.
+    lookalike = "  " in identity or ": " in identity or "# " in identity
+    if identity == identity.strip(" ") and not lookalike:
         assert shown_to_owner(identity) == identity.replace("\\", "\\\\")
 
 
