@@ -408,3 +408,19 @@ def test_p5_search_without_embeddings_answers_full_text_and_says_semantic_is_off
         ("shared", "faq", ["text"])
     ]
     assert _search(api, agent, "puppy", "shared") == {"entries": [], "semantic": "off"}
+
+
+def test_p5_full_text_follows_every_change_of_a_note(api: TestClient, db: Session) -> None:
+    agent = publish(db)
+
+    def keys(q: str) -> list[str]:
+        return [e["key"] for e in _search(api, agent, q, "owner")["entries"]]
+
+    _put(api, agent, namespace="owner", key="n", content="alpha words")
+    assert (keys("alpha"), keys("beta")) == (["n"], [])
+    _put(api, agent, namespace="owner", key="n", content="beta words")
+    assert (keys("alpha"), keys("beta")) == ([], ["n"])
+    api.delete(URL, headers=agent.headers, params={"namespace": "owner", "key": "n"})
+    assert keys("beta") == []
+    _put(api, agent, namespace="owner", key="n", content="beta again", description="gamma")
+    assert (keys("beta"), keys("gamma"), keys("n")) == (["n"], ["n"], ["n"])
