@@ -424,3 +424,17 @@ def test_p5_full_text_follows_every_change_of_a_note(api: TestClient, db: Sessio
     assert keys("beta") == []
     _put(api, agent, namespace="owner", key="n", content="beta again", description="gamma")
     assert (keys("beta"), keys("gamma"), keys("n")) == (["n"], ["n"], ["n"])
+
+
+def test_p5_search_keeps_to_the_asked_namespaces_whatever_their_characters(
+    api: TestClient, db: Session
+) -> None:
+    agent = publish(db)
+    odd = ['caller:o"brien', 'caller:o"brien x', "caller:jwt:https://id.example#o'brien"]
+    for namespace in odd:
+        _put(api, agent, namespace=namespace, key="note", content=f"tea for {namespace}")
+    for namespace in odd:
+        found = _search(api, agent, "tea", namespace)["entries"]
+        assert [e["namespace"] for e in found] == [namespace]
+    both = _search(api, agent, "tea", odd[0], odd[2])["entries"]
+    assert sorted(e["namespace"] for e in both) == sorted([odd[0], odd[2]])

@@ -123,12 +123,15 @@ def _sqlite_text(
     store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
 ) -> list[uuid.UUID]:
     # Each word quoted (a \w+ run holds no quote), any of them; bm25 ranks (FTS5's `rank`).
-    match = f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: (' + (
-        " OR ".join(f'"{w}"' for w in words) + ")"
-    )
-    where = "memory_fts MATCH :match"
+    # The agent and the namespaces narrow inside FTS5 (a namespace as a phrase of its tokens,
+    # a superset), then the namespaces exactly.
+    match = f'agent_id:"{store.agent_id.hex}"'
+    if namespaces is not None:
+        phrases = " OR ".join(f'namespace:"{_quoted(n)}"' for n in namespaces)
+        match += f" AND ({phrases})"
+    match += " AND {key description content}: (" + " OR ".join(f'"{w}"' for w in words) + ")"
     params: dict[str, object] = {"match": match, "limit": limit}
-    query = f"SELECT entry_id FROM memory_fts WHERE {where}"
+    query = "SELECT entry_id FROM memory_fts WHERE memory_fts MATCH :match"
     if namespaces is not None:
         query += " AND namespace IN :namespaces"
         params["namespaces"] = namespaces
@@ -136,6 +139,11 @@ def _sqlite_text(
     if namespaces is not None:
         statement = statement.bindparams(bindparam("namespaces", expanding=True))
     return [uuid.UUID(str(row[0])) for row in store.session.execute(statement, params)]
+
+
+def _quoted(namespace: str) -> str:
+    """A namespace inside an FTS5 string: its double quotes doubled, as FTS5 reads them."""
+    return namespace.replace('"', '""')
 
 
 def _postgres_text(
