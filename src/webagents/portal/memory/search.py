@@ -5,8 +5,9 @@ fusion. The one place where the two databases differ in queries:
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
 - semantic: the agent's stored vectors of the current model, narrowed to the namespaces in
   SQL, ranked exactly by numpy dot products (the vectors are unit length: cosine). A process
-  keeps the matrices it loaded, each valid while the agent's feed (last cursor, vectors
-  version) is unchanged, so repeated searches do not reload them.
+  keeps the matrices it loaded, each valid while the agent's vectors version is unchanged
+  (the embedding worker bumps it when it stores vectors): a put does not make it reload,
+  and a note forgotten meanwhile is left out when the found ids are read as live entries.
 
 pgvector: when PostgreSQL has the `vector` extension, its type and `<=>` would rank in the
 database; it is not installed where this was built and tested, so that branch is not written:
@@ -176,7 +177,7 @@ def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
 
 Matrix = tuple[list[uuid.UUID], npt.NDArray[np.float32]]
 _CACHE_SIZE = 64
-_cache: OrderedDict[tuple[object, ...], tuple[tuple[int, int], Matrix]] = OrderedDict()
+_cache: OrderedDict[tuple[object, ...], tuple[int, Matrix]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -202,7 +203,7 @@ def _matrix(
     store: MemoryStore, model: str, dimensions: int, namespaces: list[str] | None
 ) -> Matrix:
     key = (store.agent_id, model, tuple(namespaces) if namespaces is not None else None)
-    state = store.feed_state()
+    _, state = store.feed_state()
     with _cache_lock:
         cached = _cache.get(key)
         if cached is not None and cached[0] == state:
