@@ -25,6 +25,7 @@ from .accounts import api as accounts_api
 from .accounts import pages as accounts_pages
 from .accounts.auth import SignInRequired
 from .agents import api as agents_api
+from .chats import api as chats_api
 from .cli_login import api as cli_login_api
 from .cli_login import pages as cli_login_pages
 from .db.engine import make_engine, make_sessions
@@ -49,6 +50,7 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
     app.include_router(cli_login_api.router)
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
+    app.include_router(chats_api.router)
 
     @app.middleware("http")
     async def _headers(
