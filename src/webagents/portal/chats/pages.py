@@ -84,6 +84,6 @@ def agent_chats(request: Request, user: SignedIn, db: Db, agent_id: str) -> Resp
 
 @router.get("/agents/{agent_id}/chats/{chat_id}", response_class=HTMLResponse)
 def one_chat(request: Request, user: SignedIn, db: Db, agent_id: str, chat_id: str) -> Response:
-    agent, chat = service.chat_of(db, user, agent_id, chat_id)
-    shown = [message_shown(m) for m in service.messages(db, user, agent_id, chat_id)]
+    agent, chat, messages = service.chat_of(db, user, agent_id, chat_id)
+    shown = [message_shown(message) for message in messages]
     return render(request, "chat.html", user=user, agent=agent, chat=chat, messages=shown)
