@@ -282,3 +282,52 @@ class MemoryVector(Base):
     entry_cursor: Mapped[int] = mapped_column(BigInteger)
     vector: Mapped[bytes] = mapped_column(LargeBinary)
     embedded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Chat(Base):
+    """A conversation of one portal user with one of their agents (P9): recorded turn by
+    turn by the agent's session skill, read by /resume elsewhere and by the chat pages. A
+    session id names one chat per agent and user, so a client that lost the chat's id
+    appends to the same chat instead of forking it."""
+
+    __tablename__ = "chats"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "user_id", "session_id"),
+        Index(None, "user_id", "updated_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("users.id", ondelete="CASCADE"))
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    session_id: Mapped[str] = mapped_column(String(200))
+    # Whole messages only (a message still missing parts is not counted or shown).
+    message_count: Mapped[int] = mapped_column(default=0)
+    preview: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ChatMessage(Base):
+    """One message of a chat at its position. `client_id` is the id the sender gave it (what
+    makes a resent call record nothing twice); a long message comes in parts, appended to
+    `content` in order until `parts_received` reaches `parts_total`."""
+
+    __tablename__ = "chat_messages"
+    __table_args__ = (
+        UniqueConstraint("chat_id", "position"),
+        UniqueConstraint("chat_id", "client_id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    chat_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("chats.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column()
+    client_id: Mapped[str | None] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text)
+    # tool_calls, tool_call_id, name: what the chat page and a resumed model need of tools.
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parts_received: Mapped[int] = mapped_column(default=1)
+    parts_total: Mapped[int] = mapped_column(default=1)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
