@@ -69,9 +69,11 @@ class MemoryDouble:
             ]
             return httpx.Response(200, json={"entries": hits})
         if request.method == "GET" and action == "sync":
-            namespace = query["namespace"]
+            namespace = query.get("namespace")
             since = int(query.get("since") or 0)
-            lines = [c for c in self.changes if c["seq"] > since and c["namespace"] == namespace]
+            lines = [
+                c for c in self.changes if c["seq"] > since and namespace in (None, c["namespace"])
+            ]
             chunk = lines[: self.page]
             cursor = chunk[-1]["seq"] if chunk else since
             out = [{k: v for k, v in c.items() if k != "seq"} for c in chunk]
@@ -84,19 +86,26 @@ class MemoryDouble:
             where = (body["namespace"], body["key"])
             current = self.entries.get(where)
             precondition = body.get("content_sha256")
-            if precondition is not None and (
-                current is None or sha(current["content"]) != precondition
+            if precondition is not None and precondition != (
+                sha(current["content"]) if current else ""
             ):
                 return httpx.Response(409, json={"error": {"message": "the entry changed"}})
+            if current is not None and (current["content"], current["description"]) == (
+                body["content"],
+                body.get("description") or "",
+            ):
+                return httpx.Response(200, json={"entry": current})  # no change, no version
             return httpx.Response(200, json={"entry": self._put(body, current)})
         if request.method == "DELETE":
             where = (query["namespace"], query["key"])
             current = self.entries.get(where)
             precondition = query.get("content_sha256")
+            if precondition is not None and precondition != (
+                sha(current["content"]) if current else ""
+            ):
+                return httpx.Response(409, json={"error": {"message": "the entry changed"}})
             if current is None:
                 return httpx.Response(200, json={"forgotten": False})
-            if precondition is not None and sha(current["content"]) != precondition:
-                return httpx.Response(409, json={"error": {"message": "the entry changed"}})
             del self.entries[where]
             self._change("delete", current, current["updated_at"])
             return httpx.Response(200, json={"forgotten": True})

@@ -56,6 +56,12 @@ async def test_p7_writes_wait_in_a_private_outbox_offline_then_arrive_once(
     assert [(c["op"], c["namespace"], c["key"]) for c in waiting] == [
         ("put", "owner", f"note-{n}") for n in range(20)
     ]
+    report = skill.report(rights_of(OWNER)).splitlines()
+    assert report[-3:] == [
+        "portal: http://127.0.0.1:8700 (synced entry by entry)",
+        "last sync: not yet (the portal does not answer)",
+        "waiting to be pushed: 20 changes",
+    ]
     folder = tmp_path / "a" / ".webagents" / "portal-sync"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / "outbox.jsonl").stat().st_mode) == 0o600
@@ -72,6 +78,7 @@ async def test_p7_writes_wait_in_a_private_outbox_offline_then_arrive_once(
     assert stat.S_IMODE((folder / "state.json").stat().st_mode) == 0o600
     assert skill.sync.sync_round() is True  # nothing is pushed again
     assert len(double.versions) == 20
+    assert skill.report(rights_of(OWNER)).splitlines()[-1] == "waiting to be pushed: 0 changes"
 
 
 async def test_p7_a_resend_after_a_crash_is_applied_once(

@@ -207,9 +207,12 @@ class PortalClient:
             query.append(("content_sha256", content_sha256))
         return bool(self._memory("DELETE", query)["forgotten"])
 
-    def memory_sync_pull(self, namespace: str, since: str | None) -> dict[str, Any]:
-        """The changes of a namespace after the cursor `since`: `{lines, cursor, more}`."""
-        query = [("action", "sync"), ("namespace", namespace)]
+    def memory_sync_pull(self, namespace: str | None, since: str | None) -> dict[str, Any]:
+        """The changes of a namespace (None: of all the agent's) after the cursor `since`:
+        `{lines, cursor, more}`."""
+        query = [("action", "sync")]
+        if namespace is not None:
+            query.append(("namespace", namespace))
         if since is not None:
             query.append(("since", since))
         return self._memory("GET", query)

@@ -355,10 +355,8 @@ class MemorySkill(Skill[MemorySettings]):
             return
         rights = rights_of(ctx.caller)
         if self._sync is not None:  # what the portal has for this caller, before the counts
-            await asyncio.to_thread(
-                self._sync.sync_round,
-                rights.readable(self.store.namespaces()) or rights.lookup_order(),
-            )
+            wanted = None if rights.reads_all else rights.lookup_order()
+            await asyncio.to_thread(self._sync.sync_round, wanted)
         io.say(self.report(rights))
 
     def report(self, rights: Rights) -> str:

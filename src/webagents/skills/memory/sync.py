@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...errors import ToolError, WebAgentsError
 from ...portal_client import PortalClient, PortalUnreachable, StaleEntry
 from .index import MemoryIndex
@@ -42,6 +41,8 @@ from .sync_files import PortalLink, SyncFiles, SyncState, entry_id, portal_hash
 log = logging.getLogger("webagents.memory")
 
 SOURCE = "webagents"
+ALL = "*"
+"""The cursor of the pull of every namespace at once."""
 SAVE_EVERY = 50
 """Pushed or pulled lines between saves of the state within a round (a crash in between
 resends or re-pulls them, which the content hashes make harmless)."""
@@ -197,19 +198,10 @@ class PortalSync:
         base = state.bases.get(ident)
         if base == sha:
             return  # the portal has this very content already (idempotent by its hash)
-        if base is None:
-            # Never seen in the portal from here: look first, so that a note made on both
-            # sides while apart is a conflict, not a silent overwrite.
-            current = client.memory_get(namespace, key)
-            if current is not None:
-                seen = portal_hash(str(current.get("content", "")))
-                if seen == sha or seen in later:
-                    state.bases[ident] = seen
-                    return
-                self._conflict(client, state, entry, sha, current)
-                return
         try:
-            client.memory_put(entry, content_sha256=base)
+            # Never seen in the portal from here: "" (it must not exist), so that a note made
+            # on both sides while apart is a conflict, not a silent overwrite.
+            client.memory_put(entry, content_sha256=base if base is not None else "")
         except StaleEntry:
             current = client.memory_get(namespace, key)
             found = portal_hash(str(current.get("content", ""))) if current else None
@@ -287,6 +279,9 @@ class PortalSync:
         try:
             client.memory_delete(namespace, key, content_sha256=state.bases.get(ident))
         except StaleEntry:
+            if client.memory_get(namespace, key) is None:  # forgotten already (a resend)
+                state.bases.pop(ident, None)
+                return
             # Changed in the portal since this machine saw it: that edit beats the forget,
             # and the pull brings it back.
             log.warning(
@@ -303,38 +298,38 @@ class PortalSync:
     # -- pull ---------------------------------------------------------------------------------
 
     def _pull(self, client: PortalClient, state: SyncState, namespaces: list[str] | None) -> None:
-        if namespaces is None:
-            known = {ns.split("\n", 1)[0] for ns in state.bases}
-            namespaces = sorted(
-                {
-                    OWNER_NAMESPACE,
-                    SHARED_NAMESPACE,
-                    *self.store.namespaces(),
-                    *known,
-                    *state.cursors,
-                }
-            )
+        """Each namespace's changes after its cursor; None: every namespace of the agent's
+        store at once (the background's pull: callers' namespaces first written elsewhere
+        included), under a cursor of its own. Every line is checked against rights.py
+        (`synced`) and against the namespace asked for, and written only into its own
+        namespace's folder. Pulls overlap harmlessly: a line already here changes nothing."""
         waiting = {
             entry_id(str(c.get("namespace")), str(c.get("key")))
             for _, c in self.files.pending(state.offset)
         }
-        for namespace in namespaces:
-            if not synced(namespace):
+        targets: list[str | None] = [None] if namespaces is None else list(namespaces)
+        for namespace in targets:
+            if namespace is not None and not synced(namespace):
                 continue
+            where = namespace if namespace is not None else ALL
             applied = 0
             while True:
-                page = client.memory_sync_pull(namespace, state.cursors.get(namespace))
-                for line in page.get("lines") or []:
-                    if isinstance(line, dict) and line.get("namespace") == namespace:
+                page = client.memory_sync_pull(namespace, state.cursors.get(where))
+                lines = page.get("lines") or []
+                for line in lines:
+                    if not isinstance(line, dict):
+                        continue
+                    found = str(line.get("namespace"))
+                    if synced(found) and namespace in (None, found):
                         self._apply(state, line, waiting)
                         applied += 1
                 cursor = page.get("cursor")
                 if cursor is not None:
-                    state.cursors[namespace] = str(cursor)
+                    state.cursors[where] = str(cursor)
                 if applied >= SAVE_EVERY:
                     self.files.save(state)
                     applied = 0
-                if not page.get("more") or not page.get("lines"):
+                if not page.get("more") or not lines:
                     break
 
     def _apply(self, state: SyncState, line: dict[str, Any], waiting: set[str]) -> None:
