@@ -347,3 +347,31 @@ async def test_p7_local_false_keeps_no_notes_in_the_agents_folder(
     home = Path(os.environ["WEBAGENTS_HOME"])
     assert skill.store.root.is_relative_to(home / "memory-cache")
     assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == "in the portal"
+
+
+async def test_p7_notes_kept_before_portal_true_go_to_the_portal_at_the_first_sync(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    _, before = memory_agent(tmp_path / "a")
+    await use(before, OWNER, "memory_write", key="old", content="kept before the portal")
+    await use(before, ALICE, "memory_write", key="mine", content="alice's, before the portal")
+    double.edit("owner", "both", "made in the portal first", "2000-01-01T00:00:00+00:00")
+    (tmp_path / "a/.webagents/memory/owner/both.md").write_text("made here too, later")
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    assert skill.sync.sync_round() is True
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "old"): "kept before the portal",
+        ("caller:alice@example.com", "mine"): "alice's, before the portal",
+        ("owner", "both"): "made here too, later",
+    }
+    assert double.versions_of("owner", "both") == [
+        "made in the portal first",
+        "made here too, later",
+    ]
+    skill.close()
+    again = synced_agent(tmp_path / "a", double)  # a later start seeds nothing again
+    assert again.sync is not None
+    assert again.sync.sync_round() is True
+    assert len(double.versions) == 4

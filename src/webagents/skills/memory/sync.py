@@ -60,6 +60,19 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def _put_line(namespace: str, key: str, content: str, description: str, at: str) -> dict[str, Any]:
+    """An outbox line of a write; `sha256` is what makes a resend recognisable."""
+    return {
+        "op": "put",
+        "namespace": namespace,
+        "key": key,
+        "content": content,
+        "description": description,
+        "at": at,
+        "sha256": portal_hash(content),
+    }
+
+
 class PortalSync:
     """One agent's sync with its memory store in the portal."""
 
@@ -90,17 +103,7 @@ class PortalSync:
     def wrote(self, namespace: str, key: str, content: str, description: str, at: str) -> None:
         """A durable local write: into the outbox (durably) before the write is acknowledged."""
         if synced(namespace):
-            self.files.append(
-                {
-                    "op": "put",
-                    "namespace": namespace,
-                    "key": key,
-                    "content": content,
-                    "description": description,
-                    "at": at,
-                    "sha256": portal_hash(content),
-                }
-            )
+            self.files.append(_put_line(namespace, key, content, description, at))
             self._wake.set()
 
     def forgot(self, namespace: str, key: str) -> None:
@@ -137,6 +140,8 @@ class PortalSync:
             with self.files.round() as mine:
                 if not mine:
                     return True
+                if not self.files.has_state():
+                    self._seed()
                 state = self.files.load()
                 with self.connect() as client:
                     self._drain(client, state)
@@ -152,7 +157,8 @@ class PortalSync:
             self.last_error = "the portal does not answer"
             return False
         except WebAgentsError as exc:
-            log.error("memory: the portal sync failed: %s", exc)
+            if str(exc) != self.last_error:  # once, not at every round
+                log.error("memory: the portal sync failed: %s", exc)
             self.last_error = str(exc)
             return False
         except Exception:  # the thread must go on: the next round tries again
@@ -164,6 +170,29 @@ class PortalSync:
         self._unreachable = False
         self.last_error = None
         return True
+
+    def _seed(self) -> None:
+        """The first round of this folder: the notes already here (written before `portal:
+        true`, or by hand) go to the outbox, so the portal gets them too. Pushed with the
+        precondition that they are new there: the same content already there is no change,
+        and other content is a conflict (the later stays current), never an overwrite."""
+        waiting = {
+            (c.get("namespace"), c.get("key"), c.get("sha256")) for _, c in self.files.pending(0)
+        }
+        lines = []
+        for namespace in self.store.namespaces():
+            if not synced(namespace):
+                continue
+            for key, path in self.store.names(namespace):
+                try:
+                    note, _ = self.store.load(namespace, key, path)
+                except (NoteFormatError, OSError):
+                    continue  # reported by the index; left as it is
+                line = _put_line(namespace, key, note.content, note.description, note.updated)
+                if (namespace, key, line["sha256"]) not in waiting:
+                    lines.append(line)
+        self.files.append(*lines)
+        self.files.save(SyncState())
 
     # -- push ---------------------------------------------------------------------------------
 
@@ -426,15 +455,7 @@ class PortalSync:
         note = self.store.read(namespace, key)
         if note is not None:
             self.files.append(
-                {
-                    "op": "put",
-                    "namespace": namespace,
-                    "key": key,
-                    "content": note.content,
-                    "description": note.description,
-                    "at": note.updated,
-                    "sha256": portal_hash(note.content),
-                }
+                _put_line(namespace, key, note.content, note.description, note.updated)
             )
             self._wake.set()
 

@@ -137,10 +137,14 @@ class SyncFiles:
 
     # -- the outbox ---------------------------------------------------------------------------
 
-    def append(self, line: dict[str, Any]) -> None:
-        """Add one change to the outbox, durably (fsync) before returning: only then is the
-        write it records acknowledged."""
-        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+    def append(self, *lines: dict[str, Any]) -> None:
+        """Add changes to the outbox, durably (fsync) before returning: only then is the
+        write they record acknowledged."""
+        if not lines:
+            return
+        data = b"".join(
+            (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8") for line in lines
+        )
         with self._dir() as dir_fd, self._outbox(dir_fd) as fd:
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -193,6 +197,9 @@ class SyncFiles:
             os.fsync(fd)
 
     # -- the state ----------------------------------------------------------------------------
+
+    def has_state(self) -> bool:
+        return os.path.lexists(self.folder / STATE)
 
     def load(self) -> SyncState:
         path = self.folder / STATE
