@@ -152,10 +152,12 @@ class PortalClient:
 
     def _memory(self, method: str, query: list[tuple[str, str]], **kwargs: Any) -> dict[str, Any]:
         answer = self._send(method, MEMORY_PATH, params=query, **kwargs)
-        if answer.status_code == 409:
+        if answer.status_code in (401, 409):
             body = self._json(answer)
-            message = body.get("error", {}).get("message", "the entry changed meanwhile")
-            raise StaleEntry(str(message))
+            message = str(body.get("error", {}).get("message", "the entry changed meanwhile"))
+            if answer.status_code == 401:  # the agent's key, not a sign-in: say the portal's
+                raise SignInError(message)
+            raise StaleEntry(message)
         return self._checked(answer)
 
     def memory_get(self, namespace: str, key: str) -> dict[str, Any] | None:

@@ -73,6 +73,7 @@ class MemorySkill(Skill[MemorySettings]):
                 "(Agent(directory=...), or load it from its folder)"
             )
         settings = self.settings
+        self.close()  # bound again: one sync thread, the new one
         dot_webagents = agent.directory / ".webagents"
         link = portal_link(agent.directory, agent.profile) if settings.portal else None
         self._store = NoteStore(
@@ -94,6 +95,7 @@ class MemorySkill(Skill[MemorySettings]):
         """Stop the portal sync's thread (what waits in its outbox stays for the next start)."""
         if self._sync is not None:
             self._sync.close()
+            self._sync = None
 
     @property
     def sync(self) -> PortalSync | None:
