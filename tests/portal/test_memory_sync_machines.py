@@ -273,11 +273,22 @@ def test_p7_alices_conversation_never_reads_another_callers_notes_through_sync_o
         found = tool(a, ALICE, "memory_search", query="tea")
         listed = tool(a, ALICE, "memory_list")
         bobs = tool(a, BOB, "memory_search", query="tea")
-    assert [(h["namespace"], h["key"]) for h in found] == [("caller:alice@example.com", "drink")]
+    # (beside the notes, the portal may say its semantic search is off: no embedder here)
+    notes = [h for h in found if "key" in h]
+    assert [
+        (h["namespace"], h["key"], h["content"] if "content" in h else h["snippet"]) for h in notes
+    ] == [("caller:alice@example.com", "drink", "Alice's tea is green.")]
+    assert [h for h in found if "key" not in h] in (
+        [],
+        [{"from": "portal", "note": "the portal's semantic search is off"}],
+    )
     assert [(n["namespace"], n["key"]) for n in listed["notes"]] == [
         ("caller:alice@example.com", "drink")
     ]
-    assert [(h["namespace"], h["key"]) for h in bobs] == [("caller:bob@example.com", "secret")]
+    assert [(h["namespace"], h["key"]) for h in bobs if "key" in h] == [
+        ("caller:bob@example.com", "secret")
+    ]
+    assert "oolong" not in json.dumps([found, listed])
 
 
 def test_p5_an_agent_key_reaches_only_its_own_agents_store(
@@ -317,6 +328,6 @@ def test_p5_an_agent_key_reaches_only_its_own_agents_store(
             "at": None,
         },
     )
-    assert answer.status_code in (403, 404), answer.text
+    assert answer.status_code == 403, answer.text
     assert machines.entry("owner", "plan") is not None
     assert (machines.entry("owner", "plan") or {})["content"] == "keeper's plan"

@@ -60,11 +60,11 @@ class Portal:
             at=datetime.fromisoformat(at),
             by=service.by_owner("alice"),
         )
-        self.db.flush()
+        self.db.commit()  # as a request of the owner's pages ends
 
     def forget(self, namespace: str, key: str) -> None:
         service.delete(self.store, namespace, key, by=service.by_owner("alice"))
-        self.db.flush()
+        self.db.commit()  # as a request of the owner's pages ends
 
     def entries(self) -> dict[tuple[str, str], str]:
         return {
@@ -148,8 +148,11 @@ async def test_p7_an_edit_on_both_sides_keeps_the_later_and_the_other_as_a_versi
     versions = portal.versions_of("owner", "plan")
     assert versions[-1] == winner and loser in versions and versions[0] == "the plan"
     assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == winner
-    assert [r.getMessage()[:40] for r in caplog.records if "conflict" in r.getMessage()] == [
-        "memory: conflict on owner/plan (changed h"
+    kept, other = ("this machine's", "the portal's")[:: 1 if later == "here" else -1]
+    assert [r.getMessage() for r in caplog.records if "conflict" in r.getMessage()] == [
+        "memory: conflict on owner/plan (changed here and in the portal since the last sync): "
+        f"kept {kept} version as current (the later one) and {other.replace('machine', 'machine')}"
+        " as a version in the portal"
     ]
     count = len(versions)
     assert sync.sync_round() is True  # settled: nothing more

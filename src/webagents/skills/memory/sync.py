@@ -56,6 +56,11 @@ def _when(value: object) -> datetime:
     return found if found.tzinfo else found.replace(tzinfo=UTC)
 
 
+def _as_local(value: object) -> str:
+    """The portal's time (`...Z`) as the notes here write theirs (`...+00:00`)."""
+    return _when(value).isoformat() if value else _now()
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -422,7 +427,7 @@ class PortalSync:
                 str(line.get("content") or ""),
                 str(line.get("description") or ""),
                 kind=kind,
-                updated=str(line.get("at") or line.get("updated_at") or _now()),
+                updated=_as_local(line.get("at") or line.get("updated_at")),
             )
         except (ToolError, OSError) as exc:
             log.warning("memory: the portal's %s/%s was not written here: %s", namespace, key, exc)

@@ -45,6 +45,7 @@ async def portal_results(
                 "from": "portal",
             }
         )
-    if answer.get("semantic") is False or answer.get("semanticSearch") is False:
-        results.append({"from": "portal", "note": "the portal's semantic search is off"})
+    if answer.get("semantic") in ("off", "unavailable"):
+        said = "off" if answer["semantic"] == "off" else "unavailable just now"
+        results.append({"from": "portal", "note": f"the portal's semantic search is {said}"})
     return results
