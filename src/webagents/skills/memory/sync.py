@@ -134,9 +134,9 @@ class PortalSync:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._wake.clear()  # before the round: a write during it brings the next at once
             self.sync_round()
             self._wake.wait(self.interval)
-            self._wake.clear()
 
     def sync_round(self, namespaces: list[str] | None = None) -> bool:
         """Push the outbox, then pull `namespaces` (None: every namespace kept here and in

@@ -168,7 +168,9 @@ class SyncFiles:
         """The changes after `offset`, each with the offset right after it, in order."""
         with self._dir() as dir_fd, self._outbox(dir_fd) as fd:
             size = os.fstat(fd).st_size
-            raw = os.pread(fd, max(size - offset, 0), offset) if offset < size else b""
+            if offset > size:  # the outbox was emptied or replaced by hand: read it all
+                offset = 0
+            raw = os.pread(fd, size - offset, offset)
         found: list[tuple[int, dict[str, Any]]] = []
         position = offset
         for line in raw.split(b"\n")[:-1]:  # a last line without its newline is torn
