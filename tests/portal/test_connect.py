@@ -89,10 +89,23 @@ def agent(world: World) -> Iterator[ConnectAgent]:
         connected.stop()
 
 
-def _openai(world: World, username: str, name: str = "helper") -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{world.url}/agents/{name}", api_key=world.keys[username], max_retries=0
+_CLIENTS: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    """The openai clients of a test are closed at its end (no socket left to the GC)."""
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
+def _openai(world: World, username: str, name: str = "helper", url: str = "") -> openai.OpenAI:
+    client = openai.OpenAI(
+        base_url=f"{url or world.url}/agents/{name}", api_key=world.keys[username], max_retries=0
     )
+    _CLIENTS.append(client)
+    return client
 
 
 def _claims(world: World, token: str, agent_id: str) -> dict[str, Any]:
@@ -378,9 +391,7 @@ def test_p12_two_portal_processes_on_postgresql(
     try:
         holder.wait_for("hellos")
         elsewhere = f"{other.url}/agents/helper/chat/completions"
-        client = openai.OpenAI(
-            base_url=f"{other.url}/agents/helper", api_key=world.keys["alice"], max_retries=0
-        )
+        client = _openai(world, "alice", url=other.url)
         done = client.chat.completions.create(model="helper", messages=HI)  # type: ignore[arg-type]
         assert done.choices[0].message.content == "owner alice said: Hi there"
         streamed = client.chat.completions.create(model="helper", messages=HI, stream=True)  # type: ignore[arg-type]
