@@ -42,6 +42,7 @@ def test_p4_create_list_get_patch_delete_an_agent(client: TestClient, db: Sessio
         **HELPER,
         "id": agent["id"],
         "username": "helper",
+        "allowOthers": False,  # Portal Connect: the owner alone until they allow others
         "created_at": agent["created_at"],
         "updated_at": agent["updated_at"],
     }

@@ -155,6 +155,7 @@ def _serve(
         create_app(settings, engine=engine, embedder=embedder),
         log_level="info",
         timeout_graceful_shutdown=10,
+        ws="websockets-sansio",  # Portal Connect's /ws (websockets' maintained implementation)
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
     )

@@ -31,6 +31,9 @@ from .chats import api as chats_api
 from .chats import pages as chats_pages
 from .cli_login import api as cli_login_api
 from .cli_login import pages as cli_login_pages
+from .connect import api as connect_api
+from .connect import pages as connect_pages
+from .connect.relay import Relay
 from .db.engine import make_engine, make_sessions
 from .embeddings import Embedder, make_embedder
 from .errors import PortalError
@@ -72,6 +75,7 @@ def create_app(
         try:
             yield
         finally:
+            await app.state.relay.stop()
             if worker is not None:
                 worker.stop()
 
@@ -87,6 +91,7 @@ def create_app(
     app.state.sessions = make_sessions(app.state.engine)
     app.state.embedder = chosen
     app.state.embedding_worker = None
+    app.state.relay = Relay(app.state.sessions, settings)
 
     app.include_router(accounts_api.router)
     app.include_router(accounts_pages.router)
@@ -94,9 +99,11 @@ def create_app(
     app.include_router(cli_login_api.router)
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
-    app.include_router(memory_api.router)
     app.include_router(chats_api.router)
     app.include_router(chats_pages.router)
+    app.include_router(memory_api.router)
+    app.include_router(connect_api.router)
+    app.include_router(connect_pages.router)
 
     @app.middleware("http")
     async def _headers(
@@ -138,6 +145,8 @@ def create_app(
 
 def _is_api(request: Request) -> bool:
     path = request.url.path
+    if path.startswith("/agents/") and path.endswith("/chat/completions"):
+        return True  # Portal Connect's public endpoint: OpenAI-shaped, as the API
     return path.startswith(("/api/", "/.well-known/")) or path == "/health"
 
 

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from ..accounts.auth import Db, SignedIn
 from ..agents.service import get_agent
+from ..connect.pages import allow_chat_script
 from ..web import FormSecrets, render
 from . import service
 
@@ -86,4 +87,5 @@ def agent_chats(request: Request, user: SignedIn, db: Db, agent_id: str) -> Resp
 def one_chat(request: Request, user: SignedIn, db: Db, agent_id: str, chat_id: str) -> Response:
     agent, chat, messages = service.chat_of(db, user, agent_id, chat_id)
     shown = [message_shown(message) for message in messages]
-    return render(request, "chat.html", user=user, agent=agent, chat=chat, messages=shown)
+    page = render(request, "chat.html", user=user, agent=agent, chat=chat, messages=shown)
+    return allow_chat_script(page)  # the chat box (connect/chat.js)

@@ -195,6 +195,8 @@ class Agent(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Portal Connect: may users other than the owner call it at its public endpoint (P12).
+    allow_others: Mapped[bool] = mapped_column(default=False)
 
 
 # The memory store (SPEC P5, P6). Full-text search has a dialect-only part that the models do
@@ -331,3 +333,33 @@ class ChatMessage(Base):
     parts_received: Mapped[int] = mapped_column(default=1)
     parts_total: Mapped[int] = mapped_column(default=1)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# Portal Connect (SPEC P12): who holds an agent's WebSocket, and relayed payloads too large
+# for a NOTIFY. Written by the connect feature alone, each in a short session of its own.
+
+
+class AgentConnection(Base):
+    """A live WebSocket of an agent, held by the portal process `process_id`. The process
+    renews `seen_at` while it lives; a row not renewed for a while is of a dead process and
+    is neither trusted nor kept."""
+
+    __tablename__ = "agent_connections"
+    __table_args__ = (Index(None, "agent_id", "seen_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)  # the connection id
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("agents.id", ondelete="CASCADE"))
+    process_id: Mapped[uuid.UUID] = mapped_column(Uuid, index=True)
+    since: Mapped[datetime] = mapped_column(default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RelayPayload(Base):
+    """A relay message between portal processes too large for NOTIFY's 8000 bytes: the
+    NOTIFY carries this row's id, and the receiver takes (deletes) the row."""
+
+    __tablename__ = "relay_payloads"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)

@@ -1,8 +1,7 @@
 """chats: a user's conversations with their agents, and their messages (P9)
 
 Revision ID: 0007
-Revises: 0005 (0006, the memory store, is another branch's: whichever merges second makes
-0007 revise 0006)
+Revises: 0006 (the memory store; on its own branch this revised 0005)
 Create Date: 2026-12-01 10:00:00.000000
 """
 
