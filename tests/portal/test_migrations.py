@@ -24,13 +24,13 @@ def test_p1_migrations_take_an_empty_database_to_head_matching_the_models(
         assert inspect(engine).get_table_names() == []
         assert current_revision(engine) is None
         upgrade(engine)
-        assert current_revision(engine) == head_revision() == "0005"
+        assert current_revision(engine) == head_revision() == "0008"
         assert sorted(inspect(engine).get_table_names()) == sorted(
             [*Base.metadata.tables, "alembic_version"]
         )
         assert schema_differences(engine) == []
         upgrade(engine)  # at head already: nothing to do, nothing broken
-        assert current_revision(engine) == "0005"
+        assert current_revision(engine) == "0008"
     finally:
         engine.dispose()
 

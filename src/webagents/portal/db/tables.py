@@ -17,9 +17,11 @@ from sqlalchemy import (
     Dialect,
     ForeignKey,
     Index,
+    Integer,
     MetaData,
     String,
     Text,
+    UniqueConstraint,
     Uuid,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -191,4 +193,20 @@ class Agent(Base):
     skills: Mapped[list[Any]] = mapped_column(JSON, default=list)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class MemoryRetention(Base):
+    """How long an agent's memory keeps entries not updated (P6), in days: for one namespace,
+    or for every caller's namespace at once (`caller:*`; a caller's own rule comes first)."""
+
+    __tablename__ = "memory_retention"
+    __table_args__ = (UniqueConstraint("agent_id", "namespace"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    namespace: Mapped[str] = mapped_column(Text)
+    days: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
