@@ -296,6 +296,6 @@ class MemoryRetention(Base):
     agent_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
     )
-    namespace: Mapped[str] = mapped_column(Text)
+    namespace: Mapped[str] = mapped_column(String(300))
     days: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)

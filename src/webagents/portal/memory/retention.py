@@ -4,9 +4,15 @@ not updated, and the sweeper that removes the expired ones.
 A rule names one namespace (`owner`, `shared`, `caller:...`) or every caller's namespace at
 once (`caller:*`); a caller's own rule comes before `caller:*`. The sweeper removes an
 expired entry through the store's own delete, so the removal is kept as a version and is a
-`delete` line of sync: the agent's file goes too. It is safe to run in any number of
-processes at once: each entry is removed under its row lock (skipped when another sweeper
-holds it) and only if it is still unchanged since it was found expired.
+`delete` line of sync: the agent's file goes too. Versions older than the period go as well
+(SPEC P6: kept "until the namespace's retention removes it"); the removal's own version is
+new, so what was removed can still be restored for one more period.
+
+Safe in any number of processes at once: a sweep of an agent first takes the agent's
+change-feed row lock, the lock every writer of that agent takes (repository.next_cursor), so
+sweepers and writers of one agent take turns, and what a sweep finds expired is still so when
+it removes it (each removal also carries the content hash it found: a stale one changes
+nothing). SQLite's BEGIN IMMEDIATE serializes every writer already.
 """
 
 from __future__ import annotations
@@ -19,14 +25,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import ColumnElement, and_, delete, false, or_, select
+from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
-from ..db.tables import MemoryRetention
-from ..errors import BadInput
+from ..accounts.auth import scope_of
+from ..db.tables import Agent, MemoryEntry, MemoryFeed, MemoryRetention, MemoryVersion, User
+from ..errors import BadInput, Conflict
+from . import service
+from .repository import MemoryStore
 
 ALL_CALLERS = "caller:*"
+BY_RETENTION = "retention"
+"""`by` of the versions the sweeper's removals leave."""
 MAX_DAYS = 36500
 SWEEP_SECONDS_ENV = "WEBAGENTS_PORTAL_RETENTION_SWEEP_SECONDS"
 DEFAULT_SWEEP_SECONDS = 600.0
@@ -115,6 +126,106 @@ def cutoff(days: int, now: datetime) -> datetime:
     return now - timedelta(days=days)
 
 
+@dataclass(frozen=True)
+class Swept:
+    """What one sweep removed: entries as (namespace, key), and how many old versions."""
+
+    entries: list[tuple[str, str]]
+    versions: int
+
+
+def _expired(
+    rules: list[Rule],
+    now: datetime,
+    namespace: InstrumentedAttribute[str],
+    moment: InstrumentedAttribute[datetime],
+) -> ColumnElement[bool]:
+    """Rows of an expired namespace older than its period, as one SQL condition."""
+    exact = [rule for rule in rules if rule.namespace != ALL_CALLERS]
+    conditions = [
+        and_(namespace == rule.namespace, moment < cutoff(rule.days, now)) for rule in exact
+    ]
+    for rule in rules:
+        if rule.namespace == ALL_CALLERS:
+            own = [r.namespace for r in exact if r.namespace.startswith("caller:")]
+            conditions.append(
+                and_(
+                    namespace.startswith("caller:"),
+                    namespace.not_in(own) if own else namespace.is_not(None),
+                    moment < cutoff(rule.days, now),
+                )
+            )
+    return or_(*conditions) if conditions else false()
+
+
+def _owners_store(db: Session, agent_id: uuid.UUID) -> MemoryStore | None:
+    """The agent's store as its owner's: retention is the owner's rule, applied for them."""
+    owner = db.scalar(
+        select(User).join(Agent, Agent.user_id == User.id).where(Agent.id == agent_id)
+    )
+    return MemoryStore.for_owner(db, scope_of(owner), agent_id) if owner is not None else None
+
+
+def sweep_agent(db: Session, agent_id: uuid.UUID, now: datetime) -> Swept:
+    """Remove what the agent's rules say has expired at `now` (flushed, not committed)."""
+    rules = rules_of(db, agent_id)
+    store = _owners_store(db, agent_id) if rules else None
+    if store is None:
+        return Swept([], 0)
+    # Every writer of this agent takes this row's lock first: from here on nothing changes
+    # under the sweep (a second sweeper waits here, then finds nothing left to do).
+    db.execute(select(MemoryFeed.agent_id).where(MemoryFeed.agent_id == agent_id).with_for_update())
+    found = db.execute(
+        select(MemoryEntry.namespace, MemoryEntry.key, MemoryEntry.content_sha256)
+        .where(
+            MemoryEntry.agent_id == agent_id,
+            MemoryEntry.deleted_at.is_(None),
+            _expired(rules, now, MemoryEntry.namespace, MemoryEntry.updated_at),
+        )
+        .order_by(MemoryEntry.cursor)
+    ).all()
+    removed: list[tuple[str, str]] = []
+    for namespace, key, digest in found:
+        try:
+            with db.begin_nested():
+                gone = service.delete(
+                    store, namespace, key, content_sha256=digest, at=now, by=BY_RETENTION
+                )
+        except Conflict:
+            continue  # changed meanwhile: not expired any more
+        if gone:
+            removed.append((namespace, key))
+    old = db.execute(
+        delete(MemoryVersion).where(
+            MemoryVersion.agent_id == agent_id,
+            _expired(rules, now, MemoryVersion.namespace, MemoryVersion.at),
+        )
+    )
+    db.flush()
+    return Swept(removed, int(getattr(old, "rowcount", 0) or 0))
+
+
+def agents_with_rules(db: Session) -> list[uuid.UUID]:
+    return list(db.scalars(select(MemoryRetention.agent_id).distinct()))
+
+
+def sweep(db: Session, now: datetime) -> dict[uuid.UUID, Swept]:
+    """Every agent's sweep in the caller's transaction (flushed, not committed)."""
+    return {agent_id: sweep_agent(db, agent_id, now) for agent_id in agents_with_rules(db)}
+
+
+def sweep_each(sessions: sessionmaker[Session], now: datetime) -> int:
+    """Every agent's sweep, each in a short transaction of its own (committed): what the
+    background sweeper runs. How many entries it removed."""
+    with sessions() as db:
+        agent_ids = agents_with_rules(db)
+    removed = 0
+    for agent_id in agent_ids:
+        with sessions() as db, db.begin():
+            removed += len(sweep_agent(db, agent_id, now).entries)
+    return removed
+
+
 def sweep_seconds() -> float:
     raw = os.environ.get(SWEEP_SECONDS_ENV, "").strip()
     try:
@@ -131,7 +242,7 @@ class Sweeper:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        sweep: Callable[[sessionmaker[Session], datetime], int],
+        sweep: Callable[[sessionmaker[Session], datetime], int] = sweep_each,
         *,
         every: float | None = None,
     ) -> None:

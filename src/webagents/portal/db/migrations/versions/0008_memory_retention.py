@@ -23,7 +23,7 @@ def upgrade() -> None:
         "memory_retention",
         sa.Column("id", sa.Uuid(), nullable=False),
         sa.Column("agent_id", sa.Uuid(), nullable=False),
-        sa.Column("namespace", sa.Text(), nullable=False),
+        sa.Column("namespace", sa.String(length=300), nullable=False),
         sa.Column("days", sa.Integer(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
