@@ -29,6 +29,7 @@ from .cli_login import api as cli_login_api
 from .cli_login import pages as cli_login_pages
 from .db.engine import make_engine, make_sessions
 from .errors import PortalError
+from .memory import pages as memory_pages
 from .settings import PortalSettings
 from .tokens import api as tokens_api
 from .web import API_HEADERS, PAGE_HEADERS, render
@@ -49,6 +50,7 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
     app.include_router(cli_login_api.router)
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
+    app.include_router(memory_pages.router)
 
     @app.middleware("http")
     async def _headers(
