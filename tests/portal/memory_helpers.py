@@ -36,7 +36,7 @@ def publish(db: Session, owner: str = "alice", agent: str = "helper") -> Publish
 
 def publish_for(db: Session, account: AccountScope, agent: str) -> Published:
     created = agents.create_agent(db, account, AgentIn(name=agent))
-    db.flush()
+    db.commit()  # a savepoint released: a refused request's rollback keeps the agent
     key = created.rawApiKey
     return Published(account, agent_key_scope(db, f"Bearer {key}"), key)
 

@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from webagents.portal.app import create_app
+from webagents.portal.db.engine import request_session
 from webagents.portal.memory import retention, service
+from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.memory.retention import Rule
+from webagents.portal.settings import PortalSettings
 from webagents.skills.memory.notes import NoteStore
 
 from .conftest import form_token, make_account, sign_in
-from .memory_helpers import Published, publish
+from .memory_helpers import Published, SynonymEmbedder, publish
 from .memory_pages_helpers import forms, table
 from .test_memory_export import _unzip
 
@@ -88,6 +94,67 @@ def _digest(identity: str) -> str:
     import hashlib
 
     return hashlib.sha256(identity.encode()).hexdigest()[:8]
+
+
+@pytest.fixture
+def semantic_client(
+    settings: PortalSettings, migrated_engine: Engine, db: Session
+) -> Iterator[TestClient]:
+    """A browser on an app whose store embeds with the synonym embedder (no worker: the
+    test works the queue)."""
+    app = create_app(
+        settings, engine=migrated_engine, embedder=SynonymEmbedder(), embedding_worker=False
+    )
+
+    def test_session() -> Iterator[Session]:
+        try:
+            yield db
+        except BaseException:
+            db.rollback()
+            raise
+        db.commit()
+
+    app.dependency_overrides[request_session] = test_session
+    with TestClient(app, follow_redirects=False) as browser:
+        yield browser
+
+
+def test_p8_search_finds_by_meaning_and_by_words_across_the_namespaces(
+    semantic_client: TestClient, db: Session
+) -> None:
+    _, store, base = _agent(db, semantic_client)
+    _put(store, "caller:bob", "pet", "my hound loves long walks", "bob's animal")
+    _put(store, "owner", "insurance", "the sedan insurance is due in May", "insurance")
+    _put(store, "shared", "hours", "open nine to five")
+    assert embed_due(db, SynonymEmbedder()) == 3
+    by_meaning = semantic_client.get(f"{base}/search", params={"q": "puppy"})
+    assert by_meaning.status_code == 200
+    assert 'id="semantic-off"' not in by_meaning.text
+    assert table(by_meaning.text, "hits") == [
+        ["Namespace", "Whose", "Key", "Description", "Found by"],
+        ["caller:bob", "caller", "pet", "bob's animal", "meaning"],
+    ]
+    both = semantic_client.get(f"{base}/search", params={"q": "automobile insurance"})
+    assert table(both.text, "hits")[1:] == [
+        ["owner", "owner", "insurance", "insurance", "words and meaning"]
+    ]
+
+
+def test_p8_search_without_embeddings_says_semantic_search_is_off(
+    client: TestClient, db: Session
+) -> None:
+    _, store, base = _agent(db, client)
+    _put(store, "caller:bob", "pet", "my hound loves long walks", "bob's animal")
+    page = client.get(f"{base}/search", params={"q": "hound"})
+    assert (
+        '<p id="semantic-off" class="notice">Semantic search is off on this portal (it runs '
+        "with <code>--embeddings none</code>): these are full-text matches only.</p>"
+    ) in page.text
+    assert table(page.text, "hits")[1:] == [
+        ["caller:bob", "caller", "pet", "bob's animal", "words"]
+    ]
+    nothing = client.get(f"{base}/search", params={"q": "puppy"})
+    assert '<p id="no-hits">Nothing found for “puppy”.</p>' in nothing.text
 
 
 def _edit_form(client: TestClient, base: str, namespace: str, key: str) -> dict[str, str]:

@@ -175,7 +175,7 @@ def test_p6_background_sweepers_in_parallel_remove_each_expired_entry_once(
     try:
         upgrade(engine)
         sessions = make_sessions(engine)
-        with sessions() as db, db.begin():
+        with sessions() as db:
             published = publish(db)
             agent_id = published.scope.agent_id
             store = MemoryStore.for_agent(db, published.scope)
@@ -191,6 +191,7 @@ def test_p6_background_sweepers_in_parallel_remove_each_expired_entry_once(
                 )
             _put(store, "caller:alice", "fresh", -1)
             retention.set_rule(db, agent_id, "caller:*", 7)
+            db.commit()
         sweepers = [retention.Sweeper(sessions, every=0.05).start() for _ in range(2)]
         try:
             deadline = time.monotonic() + 60

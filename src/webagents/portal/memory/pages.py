@@ -27,6 +27,7 @@ from ..db.tables import Agent
 from ..errors import BadInput, Conflict, NotFound, PortalError
 from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
 from . import export, retention, service
+from . import search as searching
 from .repository import MemoryStore
 from .schemas import EntryOut, check_key, check_namespace
 
@@ -136,6 +137,63 @@ def namespace_page(
         entries=sorted(entries, key=lambda entry: entry.key),
         label=label_of(namespace),
         shown=shown(namespace),
+    )
+
+
+@router.get("/agents/{agent_id}/memory/search")
+def search_page(request: Request, user: SignedIn, db: Db, agent_id: str, q: str = "") -> Response:
+    """Every namespace, by the store's hybrid search (the owner may read them all)."""
+    opened = _open(db, user, agent_id)
+    hits: list[dict[str, Any]] = []
+    semantic = request.app.state.embedder is not None
+    if q.strip():
+        try:
+            answer = searching.search(
+                opened.store,
+                q,
+                None,
+                limit=searching.MAX_LIMIT,
+                embedder=request.app.state.embedder,
+            )
+        except BadInput as exc:
+            return _page(
+                request,
+                user,
+                opened,
+                "memory_search.html",
+                status=exc.status,
+                error=exc.message,
+                query=q,
+                hits=[],
+                semantic=semantic,
+                unavailable=False,
+            )
+        semantic = answer.semantic == "on"
+        hits = [
+            {
+                "namespace": hit.namespace,
+                "key": hit.key,
+                "shown": shown(hit.namespace),
+                "label": label_of(hit.namespace),
+                "description": hit.description,
+                "matched": " and ".join(
+                    {"text": "words", "meaning": "meaning"}[how] for how in hit.matched
+                ),
+            }
+            for hit in answer.entries
+        ]
+        unavailable = answer.semantic == "unavailable"
+    else:
+        unavailable = False
+    return _page(
+        request,
+        user,
+        opened,
+        "memory_search.html",
+        query=q,
+        hits=hits,
+        semantic=semantic,
+        unavailable=unavailable,
     )
 
 

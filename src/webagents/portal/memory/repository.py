@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import Select, delete, func, insert, select, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -81,13 +81,6 @@ class MemoryStore:
             )
         ).one_or_none()
         return (int(found[0]), int(found[1])) if found is not None else (0, 0)
-
-    def vectors_changed(self) -> None:
-        self.session.execute(
-            update(MemoryFeed)
-            .where(MemoryFeed.agent_id == self.agent_id)
-            .values(vectors_version=MemoryFeed.vectors_version + 1)
-        )
 
     # Entries.
 
@@ -184,28 +177,3 @@ class MemoryStore:
                 MemoryVector.agent_id == self.agent_id, MemoryVector.entry_id == entry_id
             )
         )
-
-    def store_vector(self, entry_id: uuid.UUID, model: str, cursor: int, vector: bytes) -> None:
-        """Keep a vector made from the entry as of `cursor`; if the entry changed meanwhile it
-        is kept anyway (better than none) and stays due, since its cursor differs."""
-        values = {
-            "entry_id": entry_id,
-            "agent_id": self.agent_id,
-            "model": model,
-            "entry_cursor": cursor,
-            "vector": vector,
-        }
-        self.session.execute(
-            update(MemoryVector)
-            .where(MemoryVector.agent_id == self.agent_id, MemoryVector.entry_id == entry_id)
-            .values(model=model, entry_cursor=cursor, vector=vector)
-        )
-        exists = self.session.scalar(
-            select(MemoryVector.entry_id).where(MemoryVector.entry_id == entry_id)
-        )
-        if exists is None:
-            live = self.session.scalar(
-                self._live().with_only_columns(MemoryEntry.id).where(MemoryEntry.id == entry_id)
-            )
-            if live is not None:
-                self.session.execute(insert(MemoryVector).values(values))
