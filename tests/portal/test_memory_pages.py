@@ -155,6 +155,11 @@ def test_p8_search_without_embeddings_says_semantic_search_is_off(
     ]
     nothing = client.get(f"{base}/search", params={"q": "puppy"})
     assert '<p id="no-hits">Nothing found for “puppy”.</p>' in nothing.text
+    no_words = client.get(f"{base}/search", params={"q": "?!"})
+    assert no_words.status_code == 400
+    assert '<p class="error" role="alert">type one or more words to search for</p>' in (
+        no_words.text
+    )
 
 
 def _edit_form(client: TestClient, base: str, namespace: str, key: str) -> dict[str, str]:
@@ -253,6 +258,22 @@ def test_p8_forget_removes_the_entry_and_syncs_a_delete(client: TestClient, db: 
     assert [(line.op, line.namespace, line.key) for line in lines] == [
         ("delete", "caller:bob", "prefs")
     ]
+    # Forgotten, not lost: its page offers the versions, and restoring the forgetting's
+    # version brings the text back.
+    gone = client.get(f"{base}/entry", params={"namespace": "caller:bob", "key": "prefs"})
+    assert '<p id="gone">This entry is not kept now: restore one of its versions below.</p>' in (
+        gone.text
+    )
+    assert forms(gone.text, "/memory/entry") == []
+    assert [row[1:4] for row in table(gone.text, "versions")] == [
+        ["Change", "By", "Content"],
+        ["forgotten", "you, on the portal", "tea"],
+        ["written", "the agent", "tea"],
+    ]
+    first = forms(gone.text, "/memory/restore")[0]
+    assert client.post(f"{base}/restore", data=first).status_code == 303
+    entry = service.get(store, "caller:bob", "prefs")
+    assert entry is not None and entry.content == "tea"
 
 
 def test_p6_restore_on_the_page_brings_back_an_overwritten_text_as_a_new_version(

@@ -155,14 +155,14 @@ def search_page(request: Request, user: SignedIn, db: Db, agent_id: str, q: str 
                 limit=searching.MAX_LIMIT,
                 embedder=request.app.state.embedder,
             )
-        except BadInput as exc:
+        except BadInput as exc:  # punctuation alone: no word to look for
             return _page(
                 request,
                 user,
                 opened,
                 "memory_search.html",
                 status=exc.status,
-                error=exc.message,
+                error="type one or more words to search for",
                 query=q,
                 hits=[],
                 semantic=semantic,
@@ -301,9 +301,7 @@ def save_entry(
             error=message,
             draft=(description, content),
         )
-    except PortalError as exc:
-        if isinstance(exc, NotFound):
-            raise
+    except PortalError as exc:  # a description of two lines, a note too large...
         return _entry_page(
             request,
             user,
