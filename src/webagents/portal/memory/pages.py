@@ -89,10 +89,10 @@ def _overview(
             "count": count,
             "kept": _kept(retention.days_for(rules, name)),
         }
-        for name, count in sorted(opened.store.namespaces(), key=_order)
+        for name, count in sorted(service.namespaces(opened.store), key=_order)
     ]
     choices = [OWNER_NAMESPACE, SHARED_NAMESPACE, retention.ALL_CALLERS] + [
-        name for name, _ in opened.store.namespaces() if label_of(name) == "caller"
+        name for name, _ in service.namespaces(opened.store) if label_of(name) == "caller"
     ]
     return _page(
         request,
