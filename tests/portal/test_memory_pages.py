@@ -443,3 +443,19 @@ def test_p8_anonymous_is_sent_to_sign_in(client: TestClient, db: Session, path: 
     answer = client.get(base + path)
     assert answer.status_code == 303
     assert answer.headers["location"].startswith("/signin?next=%2Fagents%2F")
+
+
+def test_p8_anonymous_forms_are_sent_to_sign_in_and_change_nothing(
+    client: TestClient, db: Session
+) -> None:
+    published = publish(db)
+    store = MemoryStore.for_agent(db, published.scope)
+    _put(store, "owner", "plan", "first")
+    _put(store, "owner", "plan", "March")
+    base = f"/agents/{published.scope.agent_id}/memory"
+    token = form_token(client, "/signin")  # a real token, of an anonymous browser
+    for path, data in _forms_of_the_pages(store, base):
+        answer = client.post(path, data={**data, "csrf_token": token})
+        assert answer.status_code == 303, path
+        assert answer.headers["location"].startswith("/signin?next=%2Fagents%2F")
+    _untouched(db, store, published)

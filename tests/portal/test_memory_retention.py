@@ -138,6 +138,12 @@ def test_p6_retention_is_per_agent_and_removing_a_rule_keeps_everything(db: Sess
             "caller:<identity>, or caller:* for every caller's namespace",
         ),
         (
+            "caller:a,b",
+            7,
+            "'caller:a,b' is not a namespace of an agent's memory: choose owner, shared, "
+            "caller:<identity>, or caller:* for every caller's namespace",
+        ),
+        (
             "owner",
             "0",
             "retention is a whole number of days from 1 to 36500 (or empty to keep entries "

@@ -28,12 +28,12 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import ColumnElement, and_, delete, false, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ..accounts.auth import scope_of
 from ..db.tables import Agent, MemoryEntry, MemoryFeed, MemoryRetention, MemoryVersion, User
 from ..errors import BadInput, Conflict
 from . import service
 from .repository import MemoryStore
+from .schemas import check_namespace as store_namespace
 
 ALL_CALLERS = "caller:*"
 BY_RETENTION = "retention"
@@ -52,15 +52,17 @@ class Rule:
 
 
 def check_namespace(namespace: str) -> str:
-    if namespace in (OWNER_NAMESPACE, SHARED_NAMESPACE, ALL_CALLERS) or (
-        namespace.startswith("caller:") and len(namespace) > len("caller:")
-    ):
+    """A namespace the store keeps (its own rule), or `caller:*`."""
+    if namespace == ALL_CALLERS:
         return namespace
-    raise BadInput(
-        f"{namespace!r} is not a namespace of an agent's memory: choose owner, shared, "
-        f"caller:<identity>, or {ALL_CALLERS} for every caller's namespace",
-        code="invalid_namespace",
-    )
+    try:
+        return store_namespace(namespace)
+    except BadInput:
+        raise BadInput(
+            f"{namespace!r} is not a namespace of an agent's memory: choose owner, shared, "
+            f"caller:<identity>, or {ALL_CALLERS} for every caller's namespace",
+            code="invalid_namespace",
+        ) from None
 
 
 def check_days(days: str | int | None) -> int | None:
