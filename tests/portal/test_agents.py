@@ -109,11 +109,15 @@ def test_p4_agents_refuse_anonymous_and_bad_input(client: TestClient, db: Sessio
 
 def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Session) -> None:
     alice, bob = _bearer(db, "alice"), _bearer(db, "bob")
-    client.post("/api/agents", headers=alice, json=HELPER)
+    made = client.post("/api/agents", headers=alice, json=HELPER).json()["agent"]["id"]
     client.post("/api/agents", headers=bob, json={**HELPER, "name": "bobs-agent"})
     sign_in(client, "alice")
     page = client.get("/").text
-    assert "<li><strong>helper</strong>: Answers briefly.\n    <a href=" in page
+    assert (
+        "<li><strong>helper</strong>: Answers briefly.\n"
+        f'    · <a href="/agents/{made}/chats">chats</a> · <a href="/agents/{made}/memory">'
+        "memory</a></li>"
+    ) in page
     assert "bobs-agent" not in page
 
 

@@ -73,7 +73,7 @@ def test_p11_the_owner_sees_their_chats_newest_first(client: TestClient, db: Ses
         "Weather in Paris? This week, please. 4"
     ]
     home = client.get("/").text
-    assert f'<a href="/agents/{world["agent"]}/chats">chats</a></li>' in home
+    assert f'<a href="/agents/{world["agent"]}/chats">chats</a> · ' in home
 
 
 def test_p11_a_chat_shows_its_messages_and_tool_calls_compactly(

@@ -151,15 +151,24 @@ def _serve(
     proxies = forwarded_allow_ips.strip()
     # uvicorn would believe X-Forwarded-* from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unasked:
     # only the proxies the operator names are believed.
+    app = create_app(settings, engine=engine, embedder=embedder)
     config = uvicorn.Config(
-        create_app(settings, engine=engine, embedder=embedder),
+        app,
         log_level="info",
         timeout_graceful_shutdown=10,
         ws="websockets-sansio",  # Portal Connect's /ws (websockets' maintained implementation)
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    # Memory retention (P6): every process sweeps; sweeps of one agent take turns in the
+    # database, so any number of processes may.
+    from ..portal.memory.retention import Sweeper
+
+    sweeper = Sweeper(app.state.sessions).start()
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sweeper.stop()
 
 
 @portal.command()

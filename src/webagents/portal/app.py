@@ -38,6 +38,7 @@ from .db.engine import make_engine, make_sessions
 from .embeddings import Embedder, make_embedder
 from .errors import PortalError
 from .memory import api as memory_api
+from .memory import pages as memory_pages
 from .memory.embedding_queue import EmbeddingWorker
 from .settings import PortalSettings
 from .tokens import api as tokens_api
@@ -104,6 +105,7 @@ def create_app(
     app.include_router(memory_api.router)
     app.include_router(connect_api.router)
     app.include_router(connect_pages.router)
+    app.include_router(memory_pages.router)
 
     @app.middleware("http")
     async def _headers(

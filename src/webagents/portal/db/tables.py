@@ -18,6 +18,7 @@ from sqlalchemy import (
     Dialect,
     ForeignKey,
     Index,
+    Integer,
     LargeBinary,
     MetaData,
     String,
@@ -284,6 +285,22 @@ class MemoryVector(Base):
     entry_cursor: Mapped[int] = mapped_column(BigInteger)
     vector: Mapped[bytes] = mapped_column(LargeBinary)
     embedded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class MemoryRetention(Base):
+    """How long an agent's memory keeps entries not updated (P6), in days: for one namespace,
+    or for every caller's namespace at once (`caller:*`; a caller's own rule comes first)."""
+
+    __tablename__ = "memory_retention"
+    __table_args__ = (UniqueConstraint("agent_id", "namespace"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    namespace: Mapped[str] = mapped_column(String(300))
+    days: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Chat(Base):

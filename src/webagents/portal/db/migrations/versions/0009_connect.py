@@ -1,7 +1,7 @@
 """Portal Connect: agents' allow_others, the live connections, relayed payloads (P12)
 
 Revision ID: 0009
-Revises: 0007 (0008 is another branch's: whichever merges second makes 0009 revise 0008)
+Revises: 0008
 Create Date: 2026-12-01 12:00:00.000000
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0009"
-down_revision: str | None = "0007"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,413 @@
+"""The owner's memory pages (P8): an agent's memory by namespace, search, an entry to read,
+edit or forget, its versions to restore, export, and retention.
+
+Thin: check the form's CSRF token, call the same service the API calls (with the store made
+for the agent's owner: another account's agent is a 404 page), render. An edit carries the
+content_sha256 its page showed, so an edit made meanwhile (by the agent, or in another tab)
+is a conflict the page explains, never an update lost. Callers' namespaces are labelled as
+callers and their identities shown as `caller.shown_to_owner` prints them (no lookalikes).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
+from ..accounts.auth import Db, SignedIn
+from ..accounts.scope import AccountScope
+from ..agents.service import get_agent
+from ..db.tables import Agent
+from ..errors import BadInput, Conflict, NotFound, PortalError
+from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
+from . import export, retention, service
+from . import search as searching
+from .repository import MemoryStore
+from .schemas import EntryOut, check_key, check_namespace
+
+router = APIRouter(dependencies=[FormSecrets])
+
+FormText = Annotated[str, Form()]
+Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
+PORTAL_SOURCE = "portal"
+"""`source` of an entry the owner saved on these pages."""
+EXPORT_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Opened:
+    agent: Agent
+    store: MemoryStore
+    base: str
+
+
+def _open(db: Db, user: AccountScope, agent_id: str) -> Opened:
+    """The agent and its store, for its owner only (anyone else: 404)."""
+    agent = get_agent(db, user, agent_id)
+    store = MemoryStore.for_owner(db, user, agent.id)
+    return Opened(agent, store, f"/agents/{agent.id}/memory")
+
+
+def label_of(namespace: str) -> str:
+    if namespace == OWNER_NAMESPACE:
+        return "owner"
+    if namespace == SHARED_NAMESPACE:
+        return "shared"
+    return "caller"
+
+
+def shown(namespace: str) -> str:
+    """A namespace as the owner reads it; `caller:*` is every caller."""
+    if namespace == retention.ALL_CALLERS:
+        return "all callers (caller:*)"
+    return shown_to_owner(namespace)
+
+
+def _page(
+    request: Request, user: AccountScope, opened: Opened, template: str, **context: Any
+) -> Response:
+    context.setdefault("query", "")
+    context.setdefault("notice", None)
+    return render(request, template, user=user, agent=opened.agent, base=opened.base, **context)
+
+
+def _overview(
+    request: Request, user: AccountScope, db: Db, opened: Opened, **context: Any
+) -> Response:
+    rules = retention.rules_of(db, opened.agent.id)
+    namespaces = [
+        {
+            "namespace": name,
+            "shown": shown(name),
+            "label": label_of(name),
+            "count": count,
+            "kept": _kept(retention.days_for(rules, name)),
+        }
+        for name, count in sorted(service.namespaces(opened.store), key=_order)
+    ]
+    choices = [OWNER_NAMESPACE, SHARED_NAMESPACE, retention.ALL_CALLERS] + [
+        name for name, _ in service.namespaces(opened.store) if label_of(name) == "caller"
+    ]
+    return _page(
+        request,
+        user,
+        opened,
+        "memory_agent.html",
+        namespaces=namespaces,
+        rules=[
+            {"namespace": r.namespace, "shown": shown(r.namespace), "days": r.days} for r in rules
+        ],
+        retention_choices=[{"namespace": ns, "shown": shown(ns)} for ns in choices],
+        **context,
+    )
+
+
+def _order(item: tuple[str, int]) -> tuple[int, str]:
+    name = item[0]
+    return ({OWNER_NAMESPACE: 0, SHARED_NAMESPACE: 1}.get(name, 2), name)
+
+
+def _kept(days: int | None) -> str:
+    return "forever" if days is None else f"{days} days"
+
+
+@router.get("/agents/{agent_id}/memory")
+def memory_page(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
+    return _overview(request, user, db, _open(db, user, agent_id))
+
+
+@router.get("/agents/{agent_id}/memory/namespace")
+def namespace_page(
+    request: Request, user: SignedIn, db: Db, agent_id: str, namespace: str = ""
+) -> Response:
+    opened = _open(db, user, agent_id)
+    check_namespace(namespace)
+    entries = service.list_entries(opened.store, [namespace], limit=service.MAX_LIST)
+    return _page(
+        request,
+        user,
+        opened,
+        "memory_namespace.html",
+        entries=sorted(entries, key=lambda entry: entry.key),
+        label=label_of(namespace),
+        shown=shown(namespace),
+    )
+
+
+@router.get("/agents/{agent_id}/memory/search")
+def search_page(request: Request, user: SignedIn, db: Db, agent_id: str, q: str = "") -> Response:
+    """Every namespace, by the store's hybrid search (the owner may read them all)."""
+    opened = _open(db, user, agent_id)
+    hits: list[dict[str, Any]] = []
+    semantic = request.app.state.embedder is not None
+    if q.strip():
+        try:
+            answer = searching.search(
+                opened.store,
+                q,
+                None,
+                limit=searching.MAX_LIMIT,
+                embedder=request.app.state.embedder,
+            )
+        except BadInput as exc:  # punctuation alone: no word to look for
+            return _page(
+                request,
+                user,
+                opened,
+                "memory_search.html",
+                status=exc.status,
+                error="type one or more words to search for",
+                query=q,
+                hits=[],
+                semantic=semantic,
+                unavailable=False,
+            )
+        semantic = answer.semantic == "on"
+        hits = [
+            {
+                "namespace": hit.namespace,
+                "key": hit.key,
+                "shown": shown(hit.namespace),
+                "label": label_of(hit.namespace),
+                "description": hit.description,
+                "matched": " and ".join(
+                    {"text": "words", "meaning": "meaning"}[how] for how in hit.matched
+                ),
+            }
+            for hit in answer.entries
+        ]
+        unavailable = answer.semantic == "unavailable"
+    else:
+        unavailable = False
+    return _page(
+        request,
+        user,
+        opened,
+        "memory_search.html",
+        query=q,
+        hits=hits,
+        semantic=semantic,
+        unavailable=unavailable,
+    )
+
+
+def _entry_page(
+    request: Request,
+    user: AccountScope,
+    opened: Opened,
+    namespace: str,
+    key: str,
+    *,
+    status: int = 200,
+    error: str | None = None,
+    draft: tuple[str, str] | None = None,
+) -> Response:
+    entry = service.get(opened.store, namespace, key)
+    versions = service.versions(opened.store, namespace, key)
+    if entry is None and not versions:
+        raise NotFound(f"{shown(namespace)} keeps no entry {key!r} and never did")
+    description, content = draft or ((entry.description, entry.content) if entry else ("", ""))
+    return _page(
+        request,
+        user,
+        opened,
+        "memory_entry.html",
+        status=status,
+        error=error,
+        namespace=namespace,
+        key=key,
+        label=label_of(namespace),
+        shown=shown(namespace),
+        entry=entry,
+        description=description,
+        content=content,
+        content_sha256=entry.content_sha256 if entry else "",
+        versions=[
+            {
+                "id": v.id,
+                "at": v.at,
+                "op": "forgotten" if v.op == "delete" else "written",
+                "who": _who(v.by),
+                "content": v.content,
+                "restorable": entry is None
+                or v.content_sha256 != entry.content_sha256
+                or v.description != entry.description,
+            }
+            for v in versions
+        ],
+    )
+
+
+def _who(by: str) -> str:
+    if by.startswith("owner:"):
+        return "you, on the portal"
+    return {"agent": "the agent", "sync": "the agent (sync)", "retention": "retention"}.get(by, by)
+
+
+@router.get("/agents/{agent_id}/memory/entry")
+def entry_page(
+    request: Request, user: SignedIn, db: Db, agent_id: str, namespace: str = "", key: str = ""
+) -> Response:
+    opened = _open(db, user, agent_id)
+    return _entry_page(request, user, opened, check_namespace(namespace), check_key(key))
+
+
+@router.post("/agents/{agent_id}/memory/entry")
+def save_entry(
+    request: Request,
+    user: SignedIn,
+    db: Db,
+    agent_id: str,
+    csrf: Csrf = "",
+    namespace: FormText = "",
+    key: FormText = "",
+    description: FormText = "",
+    content: FormText = "",
+    content_sha256: FormText = "",
+) -> Response:
+    check_csrf(request, csrf)
+    opened = _open(db, user, agent_id)
+    content = content.replace("\r\n", "\n")  # a browser sends a textarea's lines so
+    try:
+        service.put(
+            opened.store,
+            namespace=namespace,
+            key=key,
+            content=content,
+            description=description,
+            source=PORTAL_SOURCE,
+            content_sha256=content_sha256,
+            by=service.by_owner(user.username),
+        )
+    except Conflict:
+        message = (
+            "this entry was changed since you opened it (by the agent, or on another page), "
+            "so your edit was not saved: its newest text is the first of its versions below. "
+            "Your text is still in the form: save it again to replace that one."
+        )
+        return _entry_page(
+            request,
+            user,
+            opened,
+            namespace,
+            key,
+            status=409,
+            error=message,
+            draft=(description, content),
+        )
+    except PortalError as exc:  # a description of two lines, a note too large...
+        return _entry_page(
+            request,
+            user,
+            opened,
+            check_namespace(namespace),
+            check_key(key),
+            status=exc.status,
+            error=exc.message,
+            draft=(description, content),
+        )
+    return RedirectResponse(_entry_url(opened, namespace, key), status_code=303)
+
+
+def _entry_url(opened: Opened, namespace: str, key: str) -> str:
+    return f"{opened.base}/entry?{urlencode({'namespace': namespace, 'key': key})}"
+
+
+@router.post("/agents/{agent_id}/memory/forget")
+def forget_entry(
+    request: Request,
+    user: SignedIn,
+    db: Db,
+    agent_id: str,
+    csrf: Csrf = "",
+    namespace: FormText = "",
+    key: FormText = "",
+) -> Response:
+    check_csrf(request, csrf)
+    opened = _open(db, user, agent_id)
+    service.delete(opened.store, namespace, key, by=service.by_owner(user.username))
+    target = f"{opened.base}/namespace?{urlencode({'namespace': namespace})}"
+    return RedirectResponse(target, status_code=303)
+
+
+@router.post("/agents/{agent_id}/memory/restore")
+def restore(
+    request: Request,
+    user: SignedIn,
+    db: Db,
+    agent_id: str,
+    csrf: Csrf = "",
+    version: FormText = "",
+) -> Response:
+    check_csrf(request, csrf)
+    opened = _open(db, user, agent_id)
+    try:
+        wanted = uuid.UUID(version)
+    except ValueError:
+        raise NotFound("there is no such version of this agent's notes") from None
+    made = service.restore_version(opened.store, wanted, by=service.by_owner(user.username))
+    return RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
+
+
+@router.post("/agents/{agent_id}/memory/retention")
+def set_retention(
+    request: Request,
+    user: SignedIn,
+    db: Db,
+    agent_id: str,
+    csrf: Csrf = "",
+    namespace: FormText = "",
+    days: FormText = "",
+) -> Response:
+    check_csrf(request, csrf)
+    opened = _open(db, user, agent_id)
+    try:
+        retention.set_rule(db, opened.agent.id, namespace, days)
+    except BadInput as exc:
+        return _overview(request, user, db, opened, status=exc.status, error=exc.message)
+    return RedirectResponse(opened.base, status_code=303)
+
+
+def all_entries(store: MemoryStore) -> list[EntryOut]:
+    """Every live entry, read along the change feed a page at a time (oldest change first)."""
+    upto, _ = store.feed_state()
+    found: list[EntryOut] = []
+    since = 0
+    while True:
+        rows = store.changes(None, since, upto, EXPORT_PAGE)
+        found.extend(service.entry_out(row) for row in rows if row.deleted_at is None)
+        if len(rows) < EXPORT_PAGE:
+            return found
+        since = rows[-1].cursor
+
+
+def _download(data: bytes, media_type: str, filename: str) -> Response:
+    return Response(
+        data,
+        media_type=media_type,
+        headers={
+            "Content-Disposition": f'attachment; filename="{filename}"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get("/agents/{agent_id}/memory/export.jsonl")
+def export_jsonl(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
+    opened = _open(db, user, agent_id)
+    entries = [entry.model_dump(mode="json") for entry in all_entries(opened.store)]
+    data = b"".join(export.jsonl_lines(entries))
+    return _download(data, "application/x-ndjson", f"{opened.agent.name}-memory.jsonl")
+
+
+@router.get("/agents/{agent_id}/memory/export.zip")
+def export_zip(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
+    opened = _open(db, user, agent_id)
+    data = export.notes_zip(all_entries(opened.store), now=datetime.now(UTC))
+    return _download(data, "application/zip", f"{opened.agent.name}-memory.zip")
