@@ -41,6 +41,7 @@ def test_m1_settings_and_their_defaults(tmp_path: Path) -> None:
         "owner_note_bytes": None,
         "channel_senders": 10_000,
         "jwt_callers": 10_000,
+        "sync_seconds": 30.0,
     }
     custom = load_agent(write_agent(tmp_path / "b", "skills:\n  - memory: {notes_budget: 100}"))
     assert custom.skill("memory").settings.notes_budget == 100  # type: ignore[union-attr]
@@ -57,7 +58,7 @@ def test_m1_settings_and_their_defaults(tmp_path: Path) -> None:
             "{budget: 10}",
             "skill 'memory': unknown setting 'budget'; it takes: local, portal, "
             "notes_budget, compaction, caller_notes, caller_note_bytes, owner_notes, "
-            "owner_note_bytes, channel_senders, jwt_callers",
+            "owner_note_bytes, channel_senders, jwt_callers, sync_seconds",
         ),
         (
             "{notes_budget: -1}",
@@ -69,11 +70,6 @@ def test_m1_refused_settings(tmp_path: Path, settings: str, reason: str) -> None
     with pytest.raises(AgentFileError) as caught:
         load_agent(write_agent(tmp_path / "a", f"skills:\n  - memory: {settings}"))
     assert caught.value.reason == reason
-
-
-def test_m1_portal_is_refused_until_the_portal_exists(tmp_path: Path) -> None:
-    with pytest.raises(AgentFileError, match="portal: true needs the portal tier"):
-        load_agent(write_agent(tmp_path / "a", "skills:\n  - memory: {portal: true}"))
 
 
 async def test_m7_files_front_matter_and_permissions_whatever_the_umask(tmp_path: Path) -> None:

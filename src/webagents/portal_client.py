@@ -35,6 +35,18 @@ class Refused(ConfigError):
         self.status = status
 
 
+class StaleEntry(Refused):
+    """A memory entry's `content_sha256` precondition was stale (409): the entry changed in
+    the portal since this client last saw it, and nothing was changed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409)
+
+
+MEMORY_PATH = "/api/storage/memory-scoped"
+AGENT_TOKEN_ENV = "WEBAGENTS_AGENT_TOKEN"
+
+
 @dataclass(frozen=True)
 class DeviceAnswer:
     """A poll of the device grant: a token, or what RFC 8628 says to do (`error`)."""
@@ -135,6 +147,81 @@ class PortalClient:
         if answer.status_code == 200:
             return DeviceAnswer(token=body, error=None)
         return DeviceAnswer(token=None, error=str(body.get("error", "invalid_grant")))
+
+    # -- the agent's memory store (P5), with the agent's key as this client's bearer --------
+
+    def _memory(self, method: str, query: list[tuple[str, str]], **kwargs: Any) -> dict[str, Any]:
+        answer = self._send(method, MEMORY_PATH, params=query, **kwargs)
+        if answer.status_code in (401, 409):
+            body = self._json(answer)
+            message = str(body.get("error", {}).get("message", "the entry changed meanwhile"))
+            if answer.status_code == 401:  # the agent's key, not a sign-in: say the portal's
+                raise SignInError(message)
+            raise StaleEntry(message)
+        return self._checked(answer)
+
+    def memory_get(self, namespace: str, key: str) -> dict[str, Any] | None:
+        query = [("action", "get"), ("namespace", namespace), ("key", key)]
+        entry: dict[str, Any] | None = self._memory("GET", query).get("entry")
+        return entry
+
+    def memory_list(
+        self,
+        namespaces: list[str],
+        *,
+        limit: int = 100,
+        prefix: str | None = None,
+        exclude_source: str | None = None,
+    ) -> list[dict[str, Any]]:
+        query = [("action", "list"), *(("namespace", ns) for ns in namespaces)]
+        query.append(("limit", str(limit)))
+        if prefix is not None:
+            query.append(("prefix", prefix))
+        if exclude_source is not None:
+            query.append(("excludeSource", exclude_source))
+        entries: list[dict[str, Any]] = self._memory("GET", query)["entries"]
+        return entries
+
+    def memory_search(self, q: str, namespaces: list[str], *, limit: int = 10) -> dict[str, Any]:
+        """`{entries, ...}` as the portal answers (it may say that semantic search is off)."""
+        query = [("action", "search"), ("q", q), *(("namespace", ns) for ns in namespaces)]
+        query.append(("limit", str(limit)))
+        return self._memory("GET", query)
+
+    def memory_put(
+        self,
+        entry: dict[str, Any],
+        *,
+        content_sha256: str | None = None,
+    ) -> dict[str, Any]:
+        """PUT `{namespace, key, content, description, source, at}`; with `content_sha256`
+        (the hash of the content this client last saw in the portal) a StaleEntry when the
+        portal's entry is no longer that."""
+        body = dict(entry)
+        if content_sha256 is not None:
+            body["content_sha256"] = content_sha256
+        stored: dict[str, Any] = self._memory("PUT", [], json=body)["entry"]
+        return stored
+
+    def memory_delete(self, namespace: str, key: str, *, content_sha256: str | None = None) -> bool:
+        query = [("namespace", namespace), ("key", key)]
+        if content_sha256 is not None:
+            query.append(("content_sha256", content_sha256))
+        return bool(self._memory("DELETE", query)["forgotten"])
+
+    def memory_sync_pull(self, namespace: str | None, since: str | None) -> dict[str, Any]:
+        """The changes of a namespace (None: of all the agent's) after the cursor `since`:
+        `{lines, cursor, more}`."""
+        query = [("action", "sync")]
+        if namespace is not None:
+            query.append(("namespace", namespace))
+        if since is not None:
+            query.append(("since", since))
+        return self._memory("GET", query)
+
+    def memory_sync_push(self, namespace: str, lines: list[dict[str, Any]]) -> int:
+        body = {"namespace": namespace, "lines": lines}
+        return int(self._memory("POST", [("action", "sync")], json=body)["applied"])
 
 
 @dataclass(frozen=True)

@@ -193,8 +193,10 @@ class NoteStore:
         *,
         kind: str = "note",
         create: bool = False,
+        updated: str | None = None,
     ) -> Change:
-        """Save a note (replacing one with the same key; with `create`, FileExistsError).
+        """Save a note (replacing one with the same key; with `create`, FileExistsError);
+        `updated`: when it changed, for a note written elsewhere (the portal sync), else now.
 
         ToolError when the namespace's limits would be passed; `LinkRefused` when its folder,
         its lock or the note is a link."""
@@ -205,7 +207,7 @@ class NoteStore:
                 raise FileExistsError(folder / name)
             if existing is not None:
                 self._refuse_unreadable(namespace, key, dir_fd)
-            note = Note(namespace, key, content, one_line(description), now(), kind)
+            note = Note(namespace, key, content, one_line(description), updated or now(), kind)
             data = note.render().encode("utf-8")
             before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
             usage = self._check_limits(namespace, dir_fd, before, existing, len(data))

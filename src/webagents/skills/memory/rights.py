@@ -1,7 +1,7 @@
 """Which namespaces a caller may read and write (M2): the one place that decides.
 
 A pure function of the verified `Caller`. The file store, the index, the prompt block, the
-tools, `/memory`, the kept conversations (S5) and (later) the portal sync all ask here;
+tools, `/memory`, the kept conversations (S5) and the portal sync (`sync`) all ask here;
 nothing else decides access.
 
 | caller                           | reads                | writes            | conversations |
@@ -77,3 +77,13 @@ def rights_of(caller: Caller) -> Rights:
     if own is None:
         return Rights(None, False, frozenset(), frozenset({SHARED_NAMESPACE}))
     return Rights(own, False, frozenset({own}), frozenset({own, SHARED_NAMESPACE}))
+
+
+def synced(namespace: str) -> bool:
+    """Whether the agent's portal sync (P7) carries a namespace, pushed and pulled: `owner`,
+    `shared` and each caller's own (`caller:<identity>`), each only to and from its own folder
+    and its own namespace in the portal. What a conversation sees of the synced notes is still
+    its `Rights` (its own namespace and shared; the owner every one), as for the files."""
+    return namespace in (OWNER_NAMESPACE, SHARED_NAMESPACE) or (
+        namespace.startswith("caller:") and len(namespace) > len("caller:")
+    )

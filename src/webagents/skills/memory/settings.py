@@ -4,7 +4,8 @@ The limits are per namespace: `caller_notes` and `caller_note_bytes` for each ca
 `owner_notes` and `owner_note_bytes` for `owner` and for `shared` each; `channel_senders` and
 `jwt_callers` cap how many callers of those kinds keep notes at all (`skills/newcomers.py`).
 The legacy `compaction` setting takes a number or the compaction: block's keys, with one
-message for a bad value of either form; `portal: true` is refused until the portal tier is.
+message for a bad value of either form. `portal: true` syncs the notes with the portal's
+memory store (`sync`); `local: false` with it keeps them in the portal alone.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class MemorySettings(BaseModel):
     jwt_callers: int | None = Field(
         default=10_000, ge=1, description="callers verified by a JWT issuer that may keep notes"
     )
+    sync_seconds: float = Field(
+        default=30.0, gt=0, description="with portal: true, seconds between pulls from the portal"
+    )
 
     @field_validator("compaction", mode="before")
     @classmethod
@@ -79,9 +83,4 @@ class MemorySettings(BaseModel):
     def _a_tier(self) -> MemorySettings:
         if not self.local and not self.portal:
             raise ValueError("at least one of local and portal must be true")
-        if self.portal:
-            raise ValueError(
-                "portal: true needs the portal tier, which this version does not have yet; "
-                "keep local: true"
-            )
         return self

@@ -8,6 +8,7 @@ each kind of caller sees them (only the owner's carry `namespace`) are `tools`'s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import itertools
@@ -29,6 +30,9 @@ from .notes import Limits, NoteStore
 from .prompt import memory_block
 from .rights import Rights, rights_of
 from .settings import MemorySettings
+from .sync import PortalSync
+from .sync_files import notes_root, portal_link
+from .sync_search import portal_results
 from .tools import toolset
 
 log = logging.getLogger("webagents.memory")
@@ -57,6 +61,7 @@ class MemorySkill(Skill[MemorySettings]):
         super().__init__(settings, **values)
         self._store: NoteStore | None = None
         self._index: MemoryIndex | None = None
+        self._sync: PortalSync | None = None
         self._toolsets = {kind: toolset(self, kind) for kind in ("owner", "writer", "reader")}
 
     # -- set up -------------------------------------------------------------------------------
@@ -68,8 +73,11 @@ class MemorySkill(Skill[MemorySettings]):
                 "(Agent(directory=...), or load it from its folder)"
             )
         settings = self.settings
+        self.close()  # bound again: one sync thread, the new one
+        dot_webagents = agent.directory / ".webagents"
+        link = portal_link(agent.directory, agent.profile) if settings.portal else None
         self._store = NoteStore(
-            agent.directory / ".webagents" / "memory",
+            notes_root(dot_webagents, agent.profile, link is not None and not settings.local),
             caller_limits=Limits(settings.caller_notes, settings.caller_note_bytes),
             owner_limits=Limits(settings.owner_notes, settings.owner_note_bytes),
             channel_senders=settings.channel_senders,
@@ -77,6 +85,22 @@ class MemorySkill(Skill[MemorySettings]):
         )
         self._index = MemoryIndex(self._store, cache=self._store.root / INDEX_CACHE)
         self._index.rebuild()
+        if link is not None:
+            self._sync = PortalSync(
+                self._store, self._index, link, dot_webagents, interval=settings.sync_seconds
+            )
+            self._sync.start()
+
+    def close(self) -> None:
+        """Stop the portal sync's thread (what waits in its outbox stays for the next start)."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    @property
+    def sync(self) -> PortalSync | None:
+        """The portal sync (`portal: true`), else None."""
+        return self._sync
 
     def default_compaction(self) -> Compaction | None:
         """The legacy `compaction: <tokens>` (or `{threshold, keep}`) setting, when the agent
@@ -173,7 +197,7 @@ class MemorySkill(Skill[MemorySettings]):
         namespaces = self._readable(rights, namespace)
         self.index.refresh(namespaces)
         hits = self.index.search(query, namespaces)
-        return [
+        found: list[dict[str, Any]] = [
             {
                 "key": hit.entry.key,
                 "namespace": hit.entry.namespace,
@@ -184,6 +208,9 @@ class MemorySkill(Skill[MemorySettings]):
             }
             for hit in hits
         ]
+        if self._sync is not None:  # the portal's results, over the same namespaces only
+            found.extend(await portal_results(self._sync, query, namespaces, found))
+        return found
 
     async def read(self, ctx: Context, key: str, namespace: str | None = None) -> Any:
         rights = rights_of(ctx.caller)
@@ -224,6 +251,9 @@ class MemorySkill(Skill[MemorySettings]):
             change = self.store.write(target, key, content, description, kind=kind, create=create)
         self.index.record(target, key, change)
         assert change.note is not None
+        if self._sync is not None:  # durably in the outbox before the write is acknowledged
+            note = change.note
+            self._sync.wrote(target, key, note.content, note.description, note.updated)
         return {"saved": key, "namespace": target, "updated": change.note.updated}
 
     async def forget(self, ctx: Context, key: str, namespace: str | None = None) -> Any:
@@ -235,6 +265,8 @@ class MemorySkill(Skill[MemorySettings]):
         if change is None:
             raise ToolError(f"there is no note {key!r} in {target}; memory_list shows the keys")
         self.index.record(target, key, change)
+        if self._sync is not None:
+            self._sync.forgot(target, key)
         return {"forgot": key, "namespace": target}
 
     async def list(self, ctx: Context, namespace: str | None = None) -> Any:
@@ -323,7 +355,11 @@ class MemorySkill(Skill[MemorySettings]):
         if words:
             io.say("usage: /memory, or /memory forget <key>")
             return
-        io.say(self.report(rights_of(ctx.caller)))
+        rights = rights_of(ctx.caller)
+        if self._sync is not None:  # what the portal has for this caller, before the counts
+            wanted = None if rights.reads_all else rights.lookup_order()
+            await asyncio.to_thread(self._sync.sync_round, wanted)
+        io.say(self.report(rights))
 
     def report(self, rights: Rights) -> str:
         """What /memory shows: where, how many yours, shared and per caller, newest keys."""
@@ -356,6 +392,8 @@ class MemorySkill(Skill[MemorySettings]):
         problems = [p for ns in namespaces for p in self.index.problems.get(ns, [])]
         for problem in problems:
             lines.append(f"cannot read {problem} (left as it is)")
+        if self._sync is not None:
+            lines.extend(self._sync.report(namespaces))
         return "\n".join(lines)
 
 

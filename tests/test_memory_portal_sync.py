@@ -1,0 +1,377 @@
+"""`memory: {portal: true}` (SPEC M12, P7), the sync's own logic, against a stand-in of the
+portal's memory store in this process (`memory_portal_double`): the outbox, exactly once in
+effect after a crash, conflicts, what a pull may and may not write, and the rights of search.
+The same behaviours against the real portal are tests/portal/test_memory_sync_*.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import write_agent
+from tests.memory_helpers import ALICE, BOB, OWNER, memory_agent, use
+from tests.memory_portal_double import KEY, MemoryDouble
+from webagents.agent_file import load_agent
+from webagents.errors import ConfigError
+from webagents.skills.memory import MemorySkill
+from webagents.skills.memory.rights import rights_of
+from webagents.skills.memory.sync import PortalSync
+
+
+@pytest.fixture
+def double(monkeypatch: pytest.MonkeyPatch) -> MemoryDouble:
+    monkeypatch.setenv("WEBAGENTS_AGENT_TOKEN", KEY)
+    monkeypatch.setattr(PortalSync, "start", lambda self: None)  # rounds are run by the test
+    return MemoryDouble()
+
+
+def synced_agent(folder: Path, double: MemoryDouble, **settings: Any) -> MemorySkill:
+    _, skill = memory_agent(folder, portal=True, **settings)
+    assert skill.sync is not None
+    skill.sync.connect = double.client
+    return skill
+
+
+def outbox(folder: Path) -> list[dict[str, Any]]:
+    path = folder / ".webagents" / "portal-sync" / "outbox.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+async def test_p7_writes_wait_in_a_private_outbox_offline_then_arrive_once(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    double.up = False
+    for n in range(20):
+        await use(skill, OWNER, "memory_write", key=f"note-{n}", content=f"Note {n}.")
+    assert skill.sync.sync_round() is False
+    waiting = outbox(tmp_path / "a")
+    assert [(c["op"], c["namespace"], c["key"]) for c in waiting] == [
+        ("put", "owner", f"note-{n}") for n in range(20)
+    ]
+    report = skill.report(rights_of(OWNER)).splitlines()
+    assert report[-3:] == [
+        "portal: http://127.0.0.1:8700 (synced entry by entry)",
+        "last sync: not yet (the portal does not answer)",
+        "waiting to be pushed: 20 changes",
+    ]
+    folder = tmp_path / "a" / ".webagents" / "portal-sync"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "outbox.jsonl").stat().st_mode) == 0o600
+
+    double.up = True
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", f"note-{n}"): f"Note {n}." for n in range(20)
+    }
+    assert [double.versions_of("owner", f"note-{n}") for n in range(20)] == [
+        [f"Note {n}."] for n in range(20)
+    ]
+    assert outbox(tmp_path / "a") == []
+    assert stat.S_IMODE((folder / "state.json").stat().st_mode) == 0o600
+    assert skill.sync.sync_round() is True  # nothing is pushed again
+    assert len(double.versions) == 20
+    assert skill.report(rights_of(OWNER)).splitlines()[-1] == "waiting to be pushed: 0 changes"
+
+
+async def test_p7_a_resend_after_a_crash_is_applied_once(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="v1")
+    await use(skill, OWNER, "memory_write", key="plan", content="v2")
+    await use(skill, OWNER, "memory_write", key="other", content="o1")
+    state_file = tmp_path / "a" / ".webagents" / "portal-sync" / "state.json"
+    outbox_file = tmp_path / "a" / ".webagents" / "portal-sync" / "outbox.jsonl"
+    kept = outbox_file.read_bytes()
+    assert skill.sync.sync_round() is True
+    # The crash: everything was pushed, but neither the state nor the emptied outbox was
+    # written (the state as it was before the round, the outbox as it was).
+    state_file.unlink()
+    outbox_file.write_bytes(kept)
+    assert skill.sync.sync_round() is True
+    assert double.versions_of("owner", "plan") == ["v1", "v2"]
+    assert double.versions_of("owner", "other") == ["o1"]
+    assert double.entries[("owner", "plan")]["content"] == "v2"
+    assert outbox(tmp_path / "a") == []
+
+
+async def test_p7_a_torn_outbox_line_from_a_crash_is_skipped_and_closed_off(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    outbox_file = tmp_path / "a" / ".webagents" / "portal-sync" / "outbox.jsonl"
+    outbox_file.parent.mkdir(mode=0o700, parents=True)
+    outbox_file.write_bytes(b'{"op": "put", "namespace": "owner", "key": "to')  # never acked
+    await use(skill, OWNER, "memory_write", key="after", content="after the crash")
+    assert skill.sync.sync_round() is True
+    assert list(double.entries) == [("owner", "after")]
+
+
+async def test_p7_pulled_changes_reach_the_files_and_the_index(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    for n in range(7):  # more than one page (the double answers 3 lines a page)
+        double.edit(
+            "owner",
+            f"from-b-{n}",
+            f"Written on machine B, number {n}.",
+            f"2026-01-0{n + 1}T00:00:00+00:00",
+        )
+    double.edit("shared", "hours", "Opening hours are 9-5.", "2026-01-01T00:00:00+00:00")
+    assert skill.sync.sync_round() is True
+    files = sorted(p.name for p in (tmp_path / "a/.webagents/memory/owner").glob("*.md"))
+    assert files == [f"from-b-{n}.md" for n in range(7)]
+    read = await use(skill, OWNER, "memory_read", key="from-b-3")
+    assert (read["content"], read["updated"]) == (
+        "Written on machine B, number 3.",
+        "2026-01-04T00:00:00+00:00",
+    )
+    found = await use(skill, ALICE, "memory_search", query="opening")
+    assert [(h["namespace"], h["key"]) for h in found if "from" not in h] == [("shared", "hours")]
+    # Nothing pulled is pushed back, and a second round pulls nothing new.
+    assert skill.sync.sync_round() is True
+    assert len(double.versions) == 8
+    assert outbox(tmp_path / "a") == []
+    # A forget in the portal removes the file.
+    del double.entries[("owner", "from-b-0")]
+    double._change("delete", {**double.versions[0]}, "2026-02-01T00:00:00+00:00")
+    assert skill.sync.sync_round() is True
+    assert not (tmp_path / "a/.webagents/memory/owner/from-b-0.md").exists()
+
+
+async def test_p7_a_forget_here_is_pushed(tmp_path: Path, double: MemoryDouble) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="gone", content="soon gone")
+    assert skill.sync.sync_round() is True
+    await use(skill, OWNER, "memory_forget", key="gone")
+    assert skill.sync.sync_round() is True
+    assert double.entries == {}
+    assert [v["op"] for v in double.versions] == ["put", "delete"]
+
+
+@pytest.mark.parametrize("later", ["here", "portal"])
+async def test_p7_both_sides_edited_keeps_the_later_and_the_other_as_a_version(
+    tmp_path: Path, double: MemoryDouble, later: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="the plan")
+    assert skill.sync.sync_round() is True
+    double.up = False
+    await use(skill, OWNER, "memory_write", key="plan", content="edited here")
+    here_at = (await use(skill, OWNER, "memory_read", key="plan"))["updated"]
+    portal_at = "2000-01-01T00:00:00+00:00" if later == "here" else "2999-01-01T00:00:00+00:00"
+    double.edit("owner", "plan", "edited in the portal", portal_at)
+    double.up = True
+    with caplog.at_level(logging.WARNING, logger="webagents.memory"):
+        assert skill.sync.sync_round() is True
+    winner, loser = (
+        ("edited here", "edited in the portal")
+        if later == "here"
+        else ("edited in the portal", "edited here")
+    )
+    assert double.entries[("owner", "plan")]["content"] == winner
+    assert loser in double.versions_of("owner", "plan")
+    assert double.versions_of("owner", "plan")[-1] == winner
+    local = await use(skill, OWNER, "memory_read", key="plan")
+    assert (local["content"], local["updated"]) == (
+        (winner, here_at) if later == "here" else (winner, portal_at)
+    )
+    kept = "this machine's" if later == "here" else "the portal's"
+    assert [r.getMessage() for r in caplog.records if "conflict" in r.getMessage()] == [
+        f"memory: conflict on owner/plan (changed here and in the portal since the last sync): "
+        f"kept {kept} version as current (the later one) and "
+        f"{'the portal' if later == 'here' else 'this machine'}'s as a version in the portal"
+    ]
+    report = skill.report(rights_of(OWNER))
+    assert "conflict on plan" in report
+    # Settled: the next round changes nothing.
+    count = len(double.versions)
+    assert skill.sync.sync_round() is True
+    assert len(double.versions) == count
+
+
+async def test_p7_a_pull_never_writes_over_a_file_that_cannot_be_read(
+    tmp_path: Path, double: MemoryDouble, caplog: pytest.LogCaptureFixture
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    broken = tmp_path / "a/.webagents/memory/owner/plan.md"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_bytes(b"---\ndescription: [unclosed\n---\nhand written")
+    double.edit("owner", "plan", "from the portal", "2026-01-01T00:00:00+00:00")
+    with caplog.at_level(logging.WARNING, logger="webagents.memory"):
+        assert skill.sync.sync_round() is True
+    assert broken.read_bytes() == b"---\ndescription: [unclosed\n---\nhand written"
+    assert any(
+        "plan.md cannot be read" in r.getMessage() and "left as it is" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+async def test_p7_a_hand_edit_here_is_not_overwritten_by_a_pull(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="the plan")
+    assert skill.sync.sync_round() is True
+    (tmp_path / "a/.webagents/memory/owner/plan.md").write_text("edited by hand")
+    double.edit("owner", "plan", "edited in the portal", "2000-01-01T00:00:00+00:00")
+    assert skill.sync.sync_round() is True  # the hand edit goes to the outbox
+    assert skill.sync.sync_round() is True  # and is pushed: the later (the hand edit) wins
+    assert double.entries[("owner", "plan")]["content"] == "edited by hand"
+    assert double.versions_of("owner", "plan") == [
+        "the plan",
+        "edited in the portal",
+        "edited by hand",
+    ]
+    assert (tmp_path / "a/.webagents/memory/owner/plan.md").read_text() == "edited by hand"
+
+
+async def test_p7_search_adds_the_portals_results_over_the_callers_namespaces_only(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    double.edit("caller:alice@example.com", "drink", "tea please", "2026-01-01T00:00:00+00:00")
+    double.edit("caller:bob@example.com", "drink", "tea secretly", "2026-01-01T00:00:00+00:00")
+    searched: list[list[str]] = []
+    original = double.handle
+
+    def spying(request: Any) -> Any:
+        if request.url.params.get("action") == "search":
+            searched.append(request.url.params.get_list("namespace"))
+        return original(request)
+
+    double.handle = spying  # type: ignore[method-assign]
+    found = await use(skill, ALICE, "memory_search", query="tea")
+    assert searched == [["caller:alice@example.com", "shared"]]
+    assert found == [
+        {
+            "key": "drink",
+            "namespace": "caller:alice@example.com",
+            "description": "tea please",
+            "updated": "2026-01-01T00:00:00+00:00",
+            "snippet": "tea please",
+            "from": "portal",
+        }
+    ]
+
+
+async def test_p7_a_portal_that_answers_other_namespaces_is_not_believed(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    double.edit("caller:bob@example.com", "drink", "tea secretly", "2026-01-01T00:00:00+00:00")
+    original = double.handle
+
+    def everything(request: Any) -> Any:
+        if request.url.params.get("action") == "search":
+            import httpx
+
+            return httpx.Response(200, json={"entries": list(double.entries.values())})
+        return original(request)
+
+    double.handle = everything  # type: ignore[method-assign]
+    assert await use(skill, ALICE, "memory_search", query="tea") == []
+
+
+async def test_p7_search_offline_says_the_portal_did_not_answer(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    await use(skill, OWNER, "memory_write", key="plan", content="tea time")
+    double.up = False
+    found = await use(skill, OWNER, "memory_search", query="tea")
+    assert [h.get("from") for h in found] == [None, "portal"]
+    assert found[1] == {
+        "from": "portal",
+        "unavailable": "the portal did not answer; these are this machine's results only",
+    }
+
+
+async def test_p7_bob_notes_are_pulled_into_bobs_folder_and_never_shown_to_alice(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, BOB, "memory_write", key="secret", content="bob's secret")
+    assert skill.sync.sync_round() is True
+    double.edit(
+        "caller:bob@example.com", "secret2", "bob's second secret", "2026-01-01T00:00:00+00:00"
+    )
+    assert skill.sync.sync_round() is True
+    assert (await use(skill, BOB, "memory_read", key="secret2"))["content"] == "bob's second secret"
+    assert (await use(skill, ALICE, "memory_list"))["notes"] == []
+    report = skill.report(rights_of(ALICE))
+    assert "secret" not in report
+
+
+def test_m12_portal_true_without_the_agents_key_says_how_to_get_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WEBAGENTS_AGENT_TOKEN", raising=False)
+    folder = write_agent(tmp_path / "a", "skills:\n  - memory: {portal: true}")
+    with pytest.raises(ConfigError) as caught:
+        load_agent(folder)
+    assert str(caught.value) == (
+        "memory: portal: true keeps notes in the portal's memory store, which needs the agent's "
+        "platform key: publish the agent (webagents publish) or set WEBAGENTS_AGENT_TOKEN"
+    )
+
+
+async def test_p7_local_false_keeps_no_notes_in_the_agents_folder(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double, local=False)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="in the portal")
+    assert skill.sync.sync_round() is True
+    assert double.entries[("owner", "plan")]["content"] == "in the portal"
+    assert not (tmp_path / "a" / ".webagents" / "memory").exists()
+    home = Path(os.environ["WEBAGENTS_HOME"])
+    assert skill.store.root.is_relative_to(home / "memory-cache")
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == "in the portal"
+
+
+async def test_p7_notes_kept_before_portal_true_go_to_the_portal_at_the_first_sync(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    _, before = memory_agent(tmp_path / "a")
+    await use(before, OWNER, "memory_write", key="old", content="kept before the portal")
+    await use(before, ALICE, "memory_write", key="mine", content="alice's, before the portal")
+    double.edit("owner", "both", "made in the portal first", "2000-01-01T00:00:00+00:00")
+    (tmp_path / "a/.webagents/memory/owner/both.md").write_text("made here too, later")
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    assert skill.sync.sync_round() is True
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "old"): "kept before the portal",
+        ("caller:alice@example.com", "mine"): "alice's, before the portal",
+        ("owner", "both"): "made here too, later",
+    }
+    assert double.versions_of("owner", "both") == [
+        "made in the portal first",
+        "made here too, later",
+    ]
+    skill.close()
+    again = synced_agent(tmp_path / "a", double)  # a later start seeds nothing again
+    assert again.sync is not None
+    assert again.sync.sync_round() is True
+    assert len(double.versions) == 4
