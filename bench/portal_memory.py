@@ -44,6 +44,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -261,14 +262,31 @@ def portal_process(url: str, home: Path, embeddings: str) -> Iterator[str]:
                 break
         else:
             raise RuntimeError("webagents portal serve did not start")
+        # Its log read on (to the end), or the pipe fills and the portal stops answering.
+        out = child.stdout
+        threading.Thread(target=lambda: out.read(), daemon=True).start()
         yield found.group(1)
     finally:
         child.terminate()
         child.wait(30)
 
 
+def settled(url: str, model: str) -> None:
+    """Wait (bounded) until no note waits for its vector."""
+    engine = make_engine(PortalSettings(database_url=url))
+    try:
+        for _ in range(1200):
+            with admin.transaction(engine) as db:
+                if not embedding_queue.due(db, model, 1):
+                    return
+            time.sleep(0.05)
+        raise AssertionError("the portal's embedding worker never emptied the queue")
+    finally:
+        engine.dispose()
+
+
 def http_timings(
-    base: str, key: str, asked: Iterator[str], repeat: int, what: str
+    base: str, key: str, asked: Iterator[str], repeat: int, what: str, url: str, model: str
 ) -> dict[str, float]:
     fresh = iter(range(10**9))
     path = "/api/storage/memory-scoped"
@@ -307,6 +325,10 @@ def http_timings(
 
             return run
 
+        # Warm, as a running portal is: the worker has loaded the model and embedded these.
+        for _ in range(3):
+            put()
+        settled(url, model)
         times = {"put": median_ms(put, repeat), "get": median_ms(get, repeat)}
         search(["caller:user8", "shared"], None)()
         times["search caller"] = median_ms(
@@ -508,7 +530,9 @@ def main() -> None:
                 rows.append((kind, size, "ours, store layer", {"load s": loaded, **layer}))
                 engine.dispose()
                 with portal_process(url, work, "local") as base:
-                    timed = http_timings(base, key, asked, args.repeat, what + " HTTP")
+                    timed = http_timings(
+                        base, key, asked, args.repeat, what + " HTTP", url, embedder.name
+                    )
                     rows.append((kind, size, "ours, HTTP", timed))
                 print(f"{what}: done", flush=True)
             rows.append(
