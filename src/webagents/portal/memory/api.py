@@ -14,6 +14,8 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from ..accounts.auth import ApiAgent, Db
 from ..accounts.scope import AgentScope
@@ -61,11 +63,12 @@ def _some(namespaces: list[str] | None) -> list[str]:
     return namespaces
 
 
-def _woken(request: Request) -> None:
-    """A write in this process: the embedding worker need not wait for its next look."""
+def _woken(request: Request, db: Session) -> None:
+    """A write in this process: the embedding worker need not wait for its next look. Woken
+    once the request's transaction commits: before, its read would not see the write yet."""
     worker = getattr(request.app.state, "embedding_worker", None)
     if worker is not None:
-        worker.wake()
+        event.listen(db, "after_commit", lambda _session: worker.wake(), once=True)
 
 
 @router.get("/memory-scoped")
@@ -129,7 +132,7 @@ def write(
         content_sha256=body.content_sha256,
         by=service.BY_AGENT,
     )
-    _woken(request)
+    _woken(request, db)
     return {"entry": entry.model_dump(mode="json")}
 
 
@@ -169,5 +172,5 @@ def push(
     if action != "sync":
         raise BadInput("POST takes action=sync (with {namespace, lines})")
     applied = service.apply_lines(MemoryStore.for_agent(db, scope), body.namespace, body.lines)
-    _woken(request)
+    _woken(request, db)
     return {"applied": applied}

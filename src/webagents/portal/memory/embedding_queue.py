@@ -6,6 +6,14 @@ This is the store's one reader across agents, and it is no request's: it reads t
 due entries and writes only vectors (and each agent's vectors version, which tells search
 caches to reload). A worker thread in each serving process calls it; `embed_due` does one
 round in one session (the tests call it directly).
+
+The worker's idle look is cheap and takes no lock: it reads the agents' feed rows (one small
+row each) in a read-only transaction (on SQLite a deferred BEGIN, which reads the WAL's
+snapshot beside writers instead of queueing for the write lock as every write transaction
+does), and looks for due entries only of agents whose feed moved past the cursor it last
+checked them to, through the (agent_id, cursor) index. Every change takes the agent's next
+cursor, so nothing becomes due without moving the feed; a new process, knowing no cursors,
+checks each agent from cursor 0 once (so a restart, or a change of model, loses nothing).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..db.engine import read_only
 from ..db.tables import MemoryEntry, MemoryFeed, MemoryVector, utcnow
 from ..embeddings import Embedder
 
@@ -38,10 +47,18 @@ class Due:
     text: str
 
 
-def due(db: Session, model: str, limit: int = BATCH) -> list[Due]:
-    """Entries without a vector of `model` as of their latest change, oldest change first."""
+def due(
+    db: Session,
+    model: str,
+    limit: int = BATCH,
+    *,
+    agent_id: uuid.UUID | None = None,
+    since: int = 0,
+) -> list[Due]:
+    """Entries without a vector of `model` as of their latest change: of every agent, oldest
+    change first; or of one agent, those changed after cursor `since`, by cursor."""
     vector = MemoryVector
-    rows = db.execute(
+    query = (
         select(
             MemoryEntry.agent_id,
             MemoryEntry.id,
@@ -59,9 +76,15 @@ def due(db: Session, model: str, limit: int = BATCH) -> list[Due]:
                 vector.entry_cursor != MemoryEntry.cursor,
             ),
         )
-        .order_by(MemoryEntry.updated_at)
         .limit(limit)
     )
+    if agent_id is None:
+        query = query.order_by(MemoryEntry.updated_at)
+    else:
+        query = query.where(MemoryEntry.agent_id == agent_id, MemoryEntry.cursor > since).order_by(
+            MemoryEntry.cursor
+        )
+    rows = db.execute(query)
     return [
         Due(agent, ident, cursor, f"{key}\n{description}\n{content}"[:MAX_TEXT_CHARS])
         for agent, ident, cursor, key, description, content in rows
@@ -106,6 +129,12 @@ def store(db: Session, model: str, done: Sequence[tuple[Due, Sequence[float]]]) 
     db.flush()
 
 
+def feeds(db: Session) -> dict[uuid.UUID, int]:
+    """Each agent's last cursor: a row per agent with notes, read at every idle look."""
+    rows = db.execute(select(MemoryFeed.agent_id, MemoryFeed.last_cursor))
+    return {agent: int(cursor) for agent, cursor in rows}
+
+
 def embed_due(db: Session, embedder: Embedder, limit: int = BATCH) -> int:
     """One round in one session: how many entries got a vector."""
     items = due(db, embedder.name, limit)
@@ -117,9 +146,10 @@ def embed_due(db: Session, embedder: Embedder, limit: int = BATCH) -> int:
 
 
 class EmbeddingWorker:
-    """A thread that works the queue: it reads due entries in one short transaction, embeds
-    them outside any transaction, and stores the vectors in another. A write in this process
-    wakes it; otherwise it looks again every `idle` seconds (writes of other processes)."""
+    """A thread that works the queue: it reads due entries in one short read-only
+    transaction, embeds them outside any transaction, and stores the vectors in another. A
+    write in this process wakes it (after its commit); otherwise it looks again every `idle`
+    seconds (writes of other processes), reading only the feed rows when nothing changed."""
 
     def __init__(
         self, sessions: sessionmaker[Session], embedder: Embedder, *, idle: float = 2.0
@@ -127,6 +157,10 @@ class EmbeddingWorker:
         self._sessions = sessions
         self._embedder = embedder
         self._idle = idle
+        # Per agent, the cursor up to which this process found every entry embedded: only
+        # changes after it are looked at. Empty at start: every agent is checked from 0.
+        self._checked: dict[uuid.UUID, int] = {}
+        self._last_served: uuid.UUID | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-embedding", daemon=True)
@@ -143,20 +177,45 @@ class EmbeddingWorker:
         self._thread.join(timeout=30)
 
     def run_once(self) -> int:
-        with self._sessions() as session:
-            items = due(session, self._embedder.name)
-            session.commit()
-        if not items:
+        """One batch of one agent's due entries embedded and stored: how many."""
+        agent, items = self._next_batch()
+        if agent is None or not items:
             return 0
         vectors = self._embedder.embed([item.text for item in items])
         with self._sessions() as session:
             store(session, self._embedder.name, list(zip(items, vectors, strict=True)))
             session.commit()
+        # The batch was this agent's first due entries by cursor: every entry up to the last
+        # of them is embedded now, or changed since (its cursor is past this one then).
+        self._checked[agent] = max(self._checked.get(agent, 0), max(i.cursor for i in items))
+        self._last_served = agent
         return len(items)
+
+    def _next_batch(self) -> tuple[uuid.UUID | None, list[Due]]:
+        with read_only(self._sessions()) as session:
+            moved = sorted(
+                (agent, last)
+                for agent, last in feeds(session).items()
+                if last > self._checked.get(agent, 0)
+            )
+            # Agents in turn after the one served last, so a busy agent starves none.
+            after = [n for n, (agent, _) in enumerate(moved) if agent == self._last_served]
+            if after:
+                moved = moved[after[0] + 1 :] + moved[: after[0] + 1]
+            for agent, last in moved:
+                since = self._checked.get(agent, 0)
+                items = due(session, self._embedder.name, agent_id=agent, since=since)
+                if items:
+                    return agent, items
+                # None due after `since`: every change up to `last` (committed, as cursors
+                # are given in commit order) has its vector.
+                self._checked[agent] = last
+            return None, []
 
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            self._wake.clear()  # a write from now on brings another round at once
             try:
                 done = self.run_once()
                 failures = 0
@@ -169,4 +228,3 @@ class EmbeddingWorker:
                 continue
             wait = self._idle * min(2**failures, 32)  # back off while the model fails
             self._wake.wait(wait)
-            self._wake.clear()

@@ -56,6 +56,9 @@ class MemoryStore:
             .where(MemoryFeed.agent_id == self.agent_id)
             .values(last_cursor=MemoryFeed.last_cursor + 1)
             .returning(MemoryFeed.last_cursor)
+            # No feed row is kept in the session: nothing there to bring up to date (the
+            # ORM's default would search the session for it at every change).
+            .execution_options(synchronize_session=False)
         )
         cursor = self.session.scalar(bump)
         if cursor is None:

@@ -3,11 +3,9 @@ fusion. The one place where the two databases differ in queries:
 
 - full-text: SQLite's FTS5 table `memory_fts` (narrowed to the agent inside FTS5, then to the
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
-- semantic: the agent's stored vectors of the current model, narrowed to the namespaces in
-  SQL, ranked exactly by numpy dot products (the vectors are unit length: cosine). A process
-  keeps the matrices it loaded, each valid while the agent's vectors version is unchanged
-  (the embedding worker bumps it when it stores vectors): a put does not make it reload,
-  and a note forgotten meanwhile is left out when the found ids are read as live entries.
+- semantic: the agent's stored vectors of the current model in the asked namespaces, ranked
+  exactly by numpy dot products (the vectors are unit length: cosine); vector_cache.py keeps
+  them per process, up to date by the rows changed since it read them.
 
 pgvector: when PostgreSQL has the `vector` extension, its type and `<=>` would rank in the
 database; it is not installed where this was built and tested, so that branch is not written:
@@ -31,6 +29,7 @@ from sqlalchemy import TextClause, Uuid, bindparam, text
 
 from ..embeddings import Embedder
 from ..errors import BadInput
+from . import vector_cache
 from .repository import MemoryStore
 from .schemas import SearchHit, check_namespace
 from .service import entry_out
@@ -173,12 +172,30 @@ def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
     return statement
 
 
-# Semantic: the agent's vectors of this model, in the asked namespaces, kept per process.
+# Semantic: the query's vector (kept for repeated queries) against the agent's stored
+# vectors of this model in the asked namespaces (vector_cache keeps them per process).
 
-Matrix = tuple[list[uuid.UUID], npt.NDArray[np.float32]]
-_CACHE_SIZE = 64
-_cache: OrderedDict[tuple[object, ...], tuple[int, Matrix]] = OrderedDict()
-_cache_lock = threading.Lock()
+QUERY_CACHE_SIZE = 256
+_queries: OrderedDict[tuple[str, str], npt.NDArray[np.float32]] = OrderedDict()
+_queries_lock = threading.Lock()
+
+
+def query_vector(embedder: Embedder, query: str) -> npt.NDArray[np.float32]:
+    """The query's embedding; the last QUERY_CACHE_SIZE are kept (an embedder is
+    deterministic for its name), so a search repeated (a page reloaded, the next page, an
+    agent asking again) does not run the model again."""
+    key = (embedder.name, query)
+    with _queries_lock:
+        found = _queries.get(key)
+        if found is not None:
+            _queries.move_to_end(key)
+            return found
+    made = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    with _queries_lock:
+        _queries[key] = made
+        while len(_queries) > QUERY_CACHE_SIZE:
+            _queries.popitem(last=False)
+    return made
 
 
 def _by_meaning(
@@ -188,56 +205,6 @@ def _by_meaning(
     namespaces: list[str] | None,
     limit: int,
 ) -> list[uuid.UUID]:
-    ids, matrix = _matrix(store, embedder.name, embedder.dimensions, namespaces)
-    if not ids:
-        return []
-    wanted = np.asarray(embedder.embed([query])[0], dtype=np.float32)
-    scores = matrix @ wanted
-    top = min(limit, len(ids))
-    best = np.argpartition(-scores, top - 1)[:top]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    return [ids[int(i)] for i in best if scores[int(i)] >= MIN_SIMILARITY]
-
-
-def _matrix(
-    store: MemoryStore, model: str, dimensions: int, namespaces: list[str] | None
-) -> Matrix:
-    key = (store.agent_id, model, tuple(namespaces) if namespaces is not None else None)
-    _, state = store.feed_state()
-    with _cache_lock:
-        cached = _cache.get(key)
-        if cached is not None and cached[0] == state:
-            _cache.move_to_end(key)
-            return cached[1]
-    loaded = _load(store, model, dimensions, namespaces)
-    with _cache_lock:
-        _cache[key] = (state, loaded)
-        _cache.move_to_end(key)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return loaded
-
-
-def _load(store: MemoryStore, model: str, dimensions: int, namespaces: list[str] | None) -> Matrix:
-    query = (
-        "SELECT v.entry_id, v.vector FROM memory_vectors AS v "
-        "JOIN memory_entries AS e ON e.id = v.entry_id "
-        "WHERE v.agent_id = :agent AND v.model = :model AND e.deleted_at IS NULL"
-    )
-    params: dict[str, object] = {"agent": store.agent_id, "model": model}
-    if namespaces is not None:
-        query += " AND e.namespace IN :namespaces"
-        params["namespaces"] = namespaces
-    statement = _typed(text(query), namespaces)
-    # SQLite hands back the id as text, PostgreSQL as a UUID.
-    width = dimensions * 4
-    ids: list[uuid.UUID] = []
-    blobs: list[bytes] = []
-    for ident, blob in store.session.execute(statement, params):
-        if len(blob) == width:  # a vector of another size is due again anyway
-            ids.append(ident if isinstance(ident, uuid.UUID) else uuid.UUID(str(ident)))
-            blobs.append(bytes(blob))
-    if not ids:
-        return [], np.zeros((0, dimensions), dtype=np.float32)
-    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dimensions)
-    return ids, matrix
+    wanted = query_vector(embedder, query)
+    found = vector_cache.best(store, embedder.name, embedder.dimensions, namespaces, wanted, limit)
+    return [ident for score, ident in found if score >= MIN_SIMILARITY]
