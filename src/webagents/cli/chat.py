@@ -282,7 +282,8 @@ class ChatApp:
             choice = recent[0].id
         if not choice:
             for number, summary in enumerate(recent, 1):
-                self.console.print(_listed(number, summary), markup=False, highlight=False)
+                line = _listed(number, summary, marked=self.portal is not None)
+                self.console.print(line, markup=False, highlight=False)
             try:
                 choice = await self.reader.read("resume which? (number or id, Enter: none) ")
             except (EOFError, KeyboardInterrupt):
@@ -416,7 +417,7 @@ class ChatApp:
                 )
 
 
-def _listed(number: int, summary: SessionSummary) -> str:
+def _listed(number: int, summary: SessionSummary, *, marked: bool = False) -> str:
     try:
         when = f"{datetime.fromisoformat(summary.updated).astimezone():%Y-%m-%d %H:%M}"
     except ValueError:
@@ -426,7 +427,7 @@ def _listed(number: int, summary: SessionSummary) -> str:
         count = summary.message_count or 0
         turns = f"{count} message{'' if count == 1 else 's'}"
     line = f"  {number:>2}. {printable(summary.title)} · {when} · {turns} · {summary.id}"
-    return line if summary.chat_id is None else f"{line} · {summary.where}"
+    return f"{line} · {summary.where}" if marked else line
 
 
 def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:
