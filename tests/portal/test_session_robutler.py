@@ -306,3 +306,25 @@ async def test_s3_only_the_owners_terminal_conversations_are_recorded(portal: Po
     assert chat["sessionId"] == "owners"
     assert portal.shown(chat["chatId"]) == [("user", "the owner's turn"), ("assistant", "three")]
     assert model.remaining == 0
+
+
+def test_p10_a_damaged_outbox_file_is_reported_and_never_overwritten(
+    portal: Portal, tmp_path: Path
+) -> None:
+    folder = tmp_path / "home" / ".webagents" / "chat-outbox" / portal.agent_id
+    folder.mkdir(parents=True)
+    damaged = folder / "conv-1.json"
+    damaged.write_text("not json")
+    chats = PortalChats(portal.folder, None)
+    chats.record("conv-1", _turns(2))
+    chats.record("conv-2", _turns(2))
+    assert chats.take_notes() == [
+        "this turn is kept on this machine but cannot be queued for the portal: "
+        f"{damaged} is not an outbox file of webagents (Expecting value: line 1 column 1 "
+        "(char 0)); it was left as it is: remove it to forget the turns it held",
+        f"skipped: {damaged} is not an outbox file of webagents (Expecting value: line 1 "
+        "column 1 (char 0)); it was left as it is: remove it to forget the turns it held",
+    ]
+    assert damaged.read_text() == "not json"
+    [chat] = portal.chats()  # the other conversation is recorded all the same
+    assert chat["sessionId"] == "conv-2"
