@@ -112,7 +112,7 @@ def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Se
     client.post("/api/agents", headers=bob, json={**HELPER, "name": "bobs-agent"})
     sign_in(client, "alice")
     page = client.get("/").text
-    assert "<li><strong>helper</strong>: Answers briefly.</li>" in page
+    assert "<li><strong>helper</strong>: Answers briefly.\n    <a href=" in page
     assert "bobs-agent" not in page
 
 

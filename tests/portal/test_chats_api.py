@@ -314,6 +314,37 @@ def test_p9_refuses_calls_over_the_limits_and_bad_messages(client: TestClient, d
     assert send([{"role": "user", "content": "hi", "tool_calls": []}]) == _refusal(
         400, "messages[0]: only an assistant message has tool_calls", "bad_tool"
     )
+    huge_call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": "a" * 100_000},
+    }
+    assert send([{"role": "assistant", "content": None, "tool_calls": [huge_call]}]) == _refusal(
+        413,
+        "messages[0].tool_calls is 100,077 characters of JSON; at most 100,000: shorten the "
+        "arguments",
+        "message_too_long",
+    )
+    assert send([{"role": "assistant", "content": "x", "tool_call_id": "c"}]) == _refusal(
+        400, "messages[0]: only a tool message has tool_call_id", "bad_tool"
+    )
+    assert send([{"role": "tool", "content": "a\x00b", "tool_call_id": "c"}]) == _refusal(
+        400,
+        "messages[0].content holds a NUL character (U+0000), which the portal cannot keep: "
+        "remove it or replace it (with U+FFFD, say) and send the call again",
+        "unstorable_text",
+    )
+    lone = client.post(
+        url,
+        headers={**alice, "Content-Type": "application/json"},
+        content=b'{"sessionId": "s", "messages": [{"role": "user", "content": "\\ud800"}]}',
+    )
+    assert (lone.status_code, lone.json()) == _refusal(
+        400,
+        "messages[0].content holds half of a UTF-16 surrogate pair, which is not text: send "
+        "valid Unicode",
+        "unstorable_text",
+    )
     status, body = send([{"role": "user", "content": "hi", "color": "red"}])
     assert (status, body["error"]["code"]) == (400, "invalid_request")
     no_session = client.post(url, headers=alice, json={"messages": [one]})

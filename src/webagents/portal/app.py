@@ -26,6 +26,7 @@ from .accounts import pages as accounts_pages
 from .accounts.auth import SignInRequired
 from .agents import api as agents_api
 from .chats import api as chats_api
+from .chats import pages as chats_pages
 from .cli_login import api as cli_login_api
 from .cli_login import pages as cli_login_pages
 from .db.engine import make_engine, make_sessions
@@ -51,6 +52,7 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
     app.include_router(chats_api.router)
+    app.include_router(chats_pages.router)
 
     @app.middleware("http")
     async def _headers(

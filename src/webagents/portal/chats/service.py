@@ -92,10 +92,14 @@ def all_conversations(db: Session, scope: AccountScope, limit: int) -> list[Chat
     ]
 
 
-def chat_of(db: Session, scope: AccountScope, agent_id: str, chat_id: str) -> tuple[Agent, Chat]:
-    """For the pages: the agent and the chat, or the 404 of either."""
+def chat_of(
+    db: Session, scope: AccountScope, agent_id: str, chat_id: str
+) -> tuple[Agent, Chat, list[dict[str, Any]]]:
+    """For the pages: the agent, the chat and its messages, or the 404 of either."""
     agent = get_agent(db, scope, agent_id)
-    return agent, _chat(Chats(db, scope), agent, chat_id)
+    chats = Chats(db, scope)
+    chat = _chat(chats, agent, chat_id)
+    return agent, chat, [message_out(message) for message in chats.messages(chat.id)]
 
 
 def message_out(message: ChatMessage) -> dict[str, Any]:
@@ -162,6 +166,7 @@ def _chat_for(db: Session, chats: Chats, agent: Agent, given: RecordIn) -> Chat:
 
 
 def _check_call(given: RecordIn) -> None:
+    _check_text("sessionId", given.sessionId)
     count = len(given.messages)
     if count == 0:
         raise BadInput("messages is empty: send at least one message", code="no_messages")
@@ -182,6 +187,8 @@ def _check_message(index: int, message: MessageIn) -> None:
             f"{where}.role is {message.role!r}: a chat message is one of {', '.join(ROLES)}",
             code="bad_role",
         )
+    for name in ("content", "id", "tool_call_id", "name"):
+        _check_text(f"{where}.{name}", getattr(message, name))
     if message.content is not None and len(message.content) > MAX_CONTENT_CHARS:
         raise TooLarge(
             f"{where}.content has {len(message.content):,} characters; at most "
@@ -206,6 +213,26 @@ def _check_message(index: int, message: MessageIn) -> None:
         )
     if message.part is not None:
         _check_part(where, message)
+
+
+def _check_text(where: str, text: str | None) -> None:
+    """What neither database can keep (PostgreSQL's text takes no NUL, and neither takes
+    half of a surrogate pair) is refused, not stored changed."""
+    if text is None:
+        return
+    if "\x00" in text:
+        raise BadInput(
+            f"{where} holds a NUL character (U+0000), which the portal cannot keep: remove "
+            "it or replace it (with U+FFFD, say) and send the call again",
+            code="unstorable_text",
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput(
+            f"{where} holds half of a UTF-16 surrogate pair, which is not text: send valid Unicode",
+            code="unstorable_text",
+        ) from None
 
 
 def _check_part(where: str, message: MessageIn) -> None:
