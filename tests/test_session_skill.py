@@ -69,12 +69,20 @@ def test_s1_session_in_an_agent_file_and_its_backend_setting(tmp_path: Path) -> 
     assert load_agent(local, model=FunctionModel(_echo)).skill("session") is not None
 
 
-def test_s1_the_portal_backend_is_refused_with_what_is_missing(tmp_path: Path) -> None:
+def test_s4_the_portal_backend_loads_unsigned_in_and_says_what_is_missing(tmp_path: Path) -> None:
     folder = write_agent(tmp_path / "a", "name: helper\nskills:\n  - session: {backend: robutler}")
-    with pytest.raises(AgentFileError) as caught:
-        load_agent(folder, model=FunctionModel(_echo))
-    assert "webagents login and webagents publish" in caught.value.reason
-    assert "use backend: local" in caught.value.reason
+    skill = load_agent(folder, model=FunctionModel(_echo)).skill("session")
+    assert isinstance(skill, SessionSkill)
+    assert skill.portal is None  # nothing is recorded until the terminal chat asks
+    chats = skill.record_owner_chats()
+    assert chats is not None and chats.link is None and chats.outbox is None
+    assert chats.notice == (
+        "conversations are kept on this machine only: not signed in to a portal (backend: "
+        "robutler needs it): run webagents login, then webagents publish"
+    )
+    local = write_agent(tmp_path / "c", "name: helper\nskills:\n  - session")
+    plain = load_agent(local, model=FunctionModel(_echo)).skill("session")
+    assert isinstance(plain, SessionSkill) and plain.record_owner_chats() is None
 
     other = write_agent(tmp_path / "b", "name: helper\nskills:\n  - session: {backend: s3}")
     with pytest.raises(AgentFileError, match="'local' or 'robutler'"):

@@ -48,6 +48,13 @@ def login_file(profile: str | None = None) -> Path:
     return webagents_home(profile) / "login.json"
 
 
+def chat_outbox_dir(agent_id: str, profile: str | None = None) -> Path:
+    """The owner's turns waiting to be recorded as chats of a published agent (P10)."""
+    if not is_agent_id(agent_id):
+        raise ConfigError(f"{agent_id!r} is not an agent id (a UUID): no outbox is kept for it")
+    return webagents_home(profile) / "chat-outbox" / agent_id
+
+
 def is_agent_id(value: object) -> bool:
     """A portal's agent id: a UUID in its canonical text (so it is safe in a file name and
     in a URL path, whatever a portal or a hand-edited link says)."""

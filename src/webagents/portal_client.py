@@ -1,4 +1,5 @@
-"""The one client of the portal's API (login, whoami, logout; later publish, sync, Connect).
+"""The one client of the portal's API (login, whoami, logout, publish, chats; later sync,
+Connect).
 
 Errors say what to run: a refused credential is a SignInError ("run webagents login"), a
 portal that does not answer says where it was looked for.
@@ -17,6 +18,9 @@ from .errors import ConfigError, WebAgentsError
 PORTAL_URL_ENV = "ROBUTLER_API_URL"
 DEFAULT_PORTAL = "http://127.0.0.1:8700"
 DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+CHAT_MESSAGES_PER_CALL = 50
+CHAT_MESSAGE_CHARS = 100_000
+"""P9: what one call that records turns may carry; longer conversations take more calls."""
 
 
 class PortalUnreachable(WebAgentsError):
@@ -45,6 +49,10 @@ class StaleEntry(Refused):
 
 MEMORY_PATH = "/api/storage/memory-scoped"
 AGENT_TOKEN_ENV = "WEBAGENTS_AGENT_TOKEN"
+
+
+class AgentNotPublished(ConfigError):
+    """The portal does not know the agent as this user's (a 404 of an agent's API)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,52 @@ class PortalClient:
     def list_agents(self) -> list[dict[str, Any]]:
         agents: list[dict[str, Any]] = self._checked(self._send("GET", "/api/agents"))["agents"]
         return agents
+
+    # -- chats (P9): the owner's conversations with an agent, recorded without an answer -----
+
+    def record_chat(
+        self,
+        agent_id: str,
+        session_id: str,
+        messages: list[dict[str, Any]],
+        *,
+        chat_id: str | None = None,
+    ) -> str:
+        """Append turns (at most CHAT_MESSAGES_PER_CALL a call) to the chat `chat_id`, else to
+        the chat of `session_id`; the chat's id. A message carries an `id` so that a resent
+        one is skipped, and one longer than CHAT_MESSAGE_CHARS goes in parts (docs/portal.md)."""
+        body: dict[str, Any] = {"sessionId": session_id, "messages": messages}
+        if chat_id is not None:
+            body["chatId"] = chat_id
+        path = f"/api/agents/{agent_id}/conversations"
+        answer = self._agent_call(agent_id, "POST", path, json=body)
+        return str(answer["chatId"])
+
+    def list_chats(self, agent_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The user's chats with the agent, newest first: chatId, sessionId, updatedAt,
+        messageCount, preview."""
+        path = f"/api/agents/{agent_id}/conversations"
+        found = self._agent_call(agent_id, "GET", path, params={"limit": limit})
+        chats: list[dict[str, Any]] = found["conversations"]
+        return chats
+
+    def read_chat(self, agent_id: str, chat_id: str) -> list[dict[str, Any]]:
+        """One chat's messages, in order."""
+        path = f"/api/agents/{agent_id}/conversations/{chat_id}"
+        messages: list[dict[str, Any]] = self._agent_call(agent_id, "GET", path)["messages"]
+        return messages
+
+    def _agent_call(self, agent_id: str, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return self._checked(self._send(method, path, **kwargs))
+        except Refused as exc:
+            if exc.status != 404:
+                raise
+            raise AgentNotPublished(
+                f"the portal at {self.base_url} does not know agent {agent_id} as yours: "
+                "publish it as the signed-in user (webagents publish), or sign in as its "
+                "owner (webagents login)"
+            ) from None
 
     def device_code(self) -> dict[str, Any]:
         return self._checked(self._send("POST", "/api/auth/device/code"))

@@ -34,7 +34,9 @@ from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
 from ..skills.base import SlashCommand
 from ..skills.memory.rights import rights_of
-from ..skills.session import SessionSkill, SessionSummary
+from ..skills.session import SessionFile, SessionSkill, SessionSummary
+from ..skills.session.portal import merged
+from ..skills.session.session_file import new_session
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -138,6 +140,7 @@ class ChatApp:
         self.conversation: Conversation | None = None
         found = agent.skill(SessionSkill.name)
         self.sessions = found if isinstance(found, SessionSkill) else None
+        self.portal = self.sessions.record_owner_chats() if self.sessions else None
         self._line_open = False
         self.resume_failed = False
         self.commands: dict[str, tuple[str, Callable[[str], Awaitable[bool]]]] = {
@@ -176,6 +179,11 @@ class ChatApp:
         )
         if self.notice:
             self.console.print(f"[yellow]{escape(self.notice)}[/yellow]")
+        if self.portal is not None:
+            if self.portal.notice:
+                self.console.print(f"[yellow]{escape(self.portal.notice)}[/yellow]")
+            await asyncio.to_thread(self.portal.flush)  # what an earlier chat left waiting
+            self._portal_notes()
         if resume is not None:
             await self._command(f"/resume {resume}")
             if self.resume_failed and resume not in ("", "latest"):
@@ -261,6 +269,11 @@ class ChatApp:
                 f"[yellow]skipped:[/yellow] {escape(problem)} (remove it to forget it)",
                 soft_wrap=True,
             )
+        if self.portal is not None:  # P10: this machine's and the portal's, in one list
+            await asyncio.to_thread(self.portal.flush)
+            chats = await asyncio.to_thread(self.portal.chats)
+            recent = merged(recent, chats) if chats is not None else recent
+            self._portal_notes()
         if not recent:
             self.console.print("[dim]no kept conversations yet[/dim]")
             return True
@@ -269,7 +282,8 @@ class ChatApp:
             choice = recent[0].id
         if not choice:
             for number, summary in enumerate(recent, 1):
-                self.console.print(_listed(number, summary), markup=False, highlight=False)
+                line = _listed(number, summary, marked=self.portal is not None)
+                self.console.print(line, markup=False, highlight=False)
             try:
                 choice = await self.reader.read("resume which? (number or id, Enter: none) ")
             except (EOFError, KeyboardInterrupt):
@@ -279,6 +293,9 @@ class ChatApp:
                 return True
         chosen = _chosen(choice, recent)
         session = store.load(owner, chosen) if chosen else None
+        listed = next((s for s in recent if s.id == chosen), None)
+        if listed is not None and listed.chat_id and self.portal is not None:
+            session = await self._from_portal(listed, session)
         if session is None:
             if choice.isdigit() and len(choice) < 4:
                 self.console.print(
@@ -317,6 +334,24 @@ class ChatApp:
             )
         return True
 
+    async def _from_portal(
+        self, listed: SessionSummary, session: SessionFile | None
+    ) -> SessionFile:
+        """A chat of the portal's to continue here: the one kept here while the portal has
+        nothing it lacks, else the portal's messages (turns added on the web or elsewhere)."""
+        assert self.portal is not None
+        if session is not None and self.portal.recorded(listed.id) in (None, listed.message_count):
+            return session
+        messages = await asyncio.to_thread(self.portal.load, listed)
+        if session is None:
+            session = new_session(listed.id, self.agent.name, messages)
+        session["messages"] = messages
+        return session
+
+    def _portal_notes(self) -> None:
+        for note in self.portal.take_notes() if self.portal is not None else []:
+            self.console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)
+
     async def _exit(self, args: str) -> bool:
         return False
 
@@ -346,6 +381,7 @@ class ChatApp:
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGINT)
+            self._portal_notes()
 
     def _end_line(self) -> None:
         """Finish a line a streamed reply left open."""
@@ -381,13 +417,17 @@ class ChatApp:
                 )
 
 
-def _listed(number: int, summary: SessionSummary) -> str:
+def _listed(number: int, summary: SessionSummary, *, marked: bool = False) -> str:
     try:
         when = f"{datetime.fromisoformat(summary.updated).astimezone():%Y-%m-%d %H:%M}"
     except ValueError:
         when = summary.updated
     turns = f"{summary.turns} turn{'' if summary.turns == 1 else 's'}"
-    return f"  {number:>2}. {printable(summary.title)} · {when} · {turns} · {summary.id}"
+    if summary.where == "portal":
+        count = summary.message_count or 0
+        turns = f"{count} message{'' if count == 1 else 's'}"
+    line = f"  {number:>2}. {printable(summary.title)} · {when} · {turns} · {summary.id}"
+    return f"{line} · {summary.where}" if marked else line
 
 
 def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:

@@ -5,22 +5,27 @@ verified caller's own folder; what is kept is the conversation the request carri
 reply, and the system prompt it started with, so that later turns send the same prompt (R5)
 and the memory block stays fixed for the conversation (M6). Anonymous callers' conversations
 and conversations with no id are not kept. The terminal chat keeps every conversation (S2)
-through this skill too: it adds one to an agent whose file has none.
+through this skill too: it adds one to an agent whose file has none. With `backend:
+robutler` the terminal chat's conversations are also recorded as the owner's chats on the
+portal (`portal.py`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
+from ...caller import OWNER_NAMESPACE
 from ...compaction import Summary
 from ...context import AgentInfo, Context
 from ...errors import ConfigError
 from ..base import Restored, Skill
 from ..memory.rights import rights_of
+from .portal import PortalChats
 from .session_file import SessionFile, Version, new_session, title_of
 from .store import LocalSessionStore
 
@@ -58,17 +63,6 @@ class SessionSettings(BaseModel):
         description="callers verified by a JWT issuer whose conversations are kept",
     )
 
-    @field_validator("backend")
-    @classmethod
-    def _available(cls, value: str) -> str:
-        if value == "robutler":
-            raise ValueError(
-                "backend: robutler keeps conversations on the portal as well, which needs "
-                "the portal tier (webagents login and webagents publish); this version does "
-                "not have it yet, so use backend: local"
-            )
-        return value
-
 
 @dataclass(slots=True)
 class _Kept:
@@ -98,6 +92,9 @@ class SessionSkill(Skill[SessionSettings]):
         super().__init__(settings, **values)
         self._agent_dir = Path(agent_dir) if agent_dir is not None else None
         self._store: LocalSessionStore | None = None
+        self._info: AgentInfo | None = None
+        self.portal: PortalChats | None = None
+        """backend: robutler, once the terminal chat asked for it (`record_owner_chats`)."""
 
     def bind(self, agent: AgentInfo) -> None:
         directory = self._agent_dir or agent.directory
@@ -107,6 +104,7 @@ class SessionSkill(Skill[SessionSettings]):
                 "(SessionSkill(agent_dir=...), Agent(directory=...), or load the agent "
                 "from its folder)"
             )
+        self._info = AgentInfo(agent.name, directory, agent.profile)
         self._store = LocalSessionStore(
             directory,
             agent.name,
@@ -124,6 +122,19 @@ class SessionSkill(Skill[SessionSettings]):
         if self._store is None:
             raise ConfigError("the session skill is not part of an agent yet")
         return self._store
+
+    def record_owner_chats(self) -> PortalChats | None:
+        """The terminal chat's call (P10): with backend: robutler, the owner's conversations
+        are recorded as their chats on the portal from now on (served ones never are); None
+        with backend: local. It contacts nothing: what is missing is its `notice`."""
+        if self.settings.backend != "robutler":
+            return None
+        if self.portal is None:
+            info = self._info
+            if info is None or info.directory is None:
+                raise ConfigError("the session skill is not part of an agent yet")
+            self.portal = PortalChats(info.directory, info.profile)
+        return self.portal
 
     # -- hooks --------------------------------------------------------------------------------
 
@@ -175,6 +186,9 @@ class SessionSkill(Skill[SessionSettings]):
             )
         kept.version = self.store.save(kept.namespace, session, since=kept.version)
         kept.session = session
+        if self.portal is not None and kept.namespace == OWNER_NAMESPACE:
+            # Kept here first; then recorded (or queued for later) as the owner's chat.
+            await asyncio.to_thread(self.portal.record, kept.id, list(session["messages"]))
 
 
 def _kept(ctx: Context) -> _Kept | None:

@@ -60,6 +60,12 @@ class SessionSummary:
     title: str
     updated: str
     turns: int
+    where: str = "here"
+    """Where it is kept: here (this machine), portal, or both (backend: robutler)."""
+    chat_id: str | None = None
+    """The portal's chat, for one kept there."""
+    message_count: int | None = None
+    """How many messages the portal has of it (where it counts turns)."""
 
 
 class SessionStore(Protocol):

@@ -1,0 +1,287 @@
+"""`session: {backend: robutler}` in a real pseudo-terminal against a real `webagents portal
+serve` (S3, S4, P10), on SQLite and PostgreSQL: profile A's turns become the owner's chat on
+the portal with the model asked once a turn; profile B, which never had the conversation,
+lists it with /resume and continues it with every earlier turn, the ones added on the web
+too; what is missing (sign-in, publish) is said with its fix; a portal stopped mid-
+conversation gets the waiting turns once it is back, none twice; an ended sign-in says to
+run webagents login."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pexpect
+import pytest
+
+from tests.conftest import write_agent
+from tests.e2e.conftest import Terminal, child_env, webagents_command
+from webagents.model import ModelRequest
+from webagents.testing import FunctionModel, ScriptedServer
+
+from .conftest import PASSWORD
+from .processes import Served, portal
+
+pytestmark = pytest.mark.e2e
+
+PROMPT = "\n>"
+AGENT = "name: helper\nmodel: openai/test-model\nskills:\n  - session: {backend: robutler}"
+
+
+async def _answer(request: ModelRequest) -> str:
+    users = sum(1 for m in request.messages if m["role"] == "user")
+    return f"Reply number {users} to {request.messages[-1]['content']}."
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedServer]:
+    with ScriptedServer(FunctionModel(_answer)) as running:
+        yield running
+
+
+class Machine:
+    """One profile of the real `webagents` command (its own ~/.webagents-<profile>)."""
+
+    def __init__(self, tmp_path: Path, profile: str, model: ScriptedServer) -> None:
+        self.tmp_path = tmp_path
+        self.profile = profile
+        self.env = child_env(tmp_path, OPENAI_BASE_URL=model.base_url)
+        self.home = Path(self.env["WEBAGENTS_HOME"] + f"-{profile}")
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [webagents_command(), "--profile", self.profile, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    def chat(self, folder: Path, *args: str) -> Terminal:
+        child = pexpect.spawn(
+            webagents_command(),
+            ["--profile", self.profile, "chat", str(folder), *args],
+            env=self.env,
+            cwd=str(self.tmp_path),
+            encoding="utf-8",
+            dimensions=(40, 200),
+        )
+        return Terminal(child)
+
+    def token(self) -> str:
+        return str(json.loads((self.home / "login.json").read_text())["access_token"])
+
+
+def _account(tmp_path: Path, served: Served, database: str) -> str:
+    added = portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD)
+    assert added.returncode == 0, added.stderr
+    return portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+
+
+def _chats(served: Served, key: str, agent_id: str) -> list[dict[str, Any]]:
+    answer = httpx.get(
+        f"{served.url}/api/agents/{agent_id}/conversations",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert answer.status_code == 200, answer.text
+    found: list[dict[str, Any]] = answer.json()["conversations"]
+    return found
+
+
+def _messages(served: Served, key: str, agent_id: str, chat_id: str) -> list[tuple[str, str]]:
+    answer = httpx.get(
+        f"{served.url}/api/agents/{agent_id}/conversations/{chat_id}",
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    assert answer.status_code == 200, answer.text
+    return [(m["role"], m["content"]) for m in answer.json()["messages"]]
+
+
+def _say(terminal: Terminal, text: str, reply: str) -> None:
+    terminal.child.sendline(text)
+    terminal.expect(reply)
+    terminal.expect(PROMPT)
+
+
+def _leave(terminal: Terminal) -> None:
+    terminal.child.sendeof()
+    assert terminal.finish() == 0
+
+
+def _published(tmp_path: Path, served: Served, key: str, a: Machine) -> tuple[Path, str]:
+    folder = write_agent(tmp_path / "helper", AGENT)
+    a.run("login", "--portal", served.url, "--token", key)
+    a.run("publish", str(folder))
+    config = json.loads((folder / ".webagents" / "config.json").read_text())
+    return folder, str(config["link"]["agentId"])
+
+
+def test_p10_a_terminal_conversation_is_the_owners_chat_and_continues_on_another_machine(
+    tmp_path: Path, fresh_database_url: str, served: Served, model: ScriptedServer
+) -> None:
+    key = _account(tmp_path, served, fresh_database_url)
+    a, b = Machine(tmp_path, "a", model), Machine(tmp_path, "b", model)
+    folder, agent_id = _published(tmp_path, served, key, a)
+
+    chat = a.chat(folder)
+    chat.expect(PROMPT)
+    _say(chat, "the door is blue", "Reply number 1 to the door is blue.")
+    _say(chat, "and the roof is red", "Reply number 2 to and the roof is red.")
+    _leave(chat)
+    assert len(model.bodies) == 2  # recording the turns made no answer
+    [listed] = _chats(served, key, agent_id)
+    first = [
+        ("user", "the door is blue"),
+        ("assistant", "Reply number 1 to the door is blue."),
+        ("user", "and the roof is red"),
+        ("assistant", "Reply number 2 to and the roof is red."),
+    ]
+    assert (listed["messageCount"], listed["preview"]) == (4, "the door is blue")
+    assert _messages(served, key, agent_id, listed["chatId"]) == first
+
+    web = [("user", "added on the web"), ("assistant", "an answer on the web")]
+    added = httpx.post(
+        f"{served.url}/api/agents/{agent_id}/conversations",
+        headers={"Authorization": f"Bearer {key}"},
+        json={
+            "sessionId": listed["sessionId"],
+            "chatId": listed["chatId"],
+            "messages": [{"role": role, "content": text} for role, text in web],
+        },
+    )
+    assert added.status_code == 200, added.text
+
+    b.run("login", "--portal", served.url, "--token", key)
+    chat = b.chat(folder)
+    chat.expect(PROMPT)
+    chat.child.sendline("/resume")
+    chat.expect("1. the door is blue · ")
+    chat.expect(f"6 messages · {listed['sessionId']} · portal")
+    chat.expect("resume which?")
+    chat.child.sendline("1")
+    chat.expect("resumed the door is blue · 3 turns")
+    chat.expect("last reply: an answer on the web")
+    chat.expect(PROMPT)
+    _say(chat, "what colour is the door?", "Reply number 4 to what colour is the door?.")
+    _leave(chat)
+    assert len(model.bodies) == 3
+    sent = [(m["role"], m["content"]) for m in model.bodies[-1]["messages"][1:]]
+    assert sent == [*first, *web, ("user", "what colour is the door?")]
+    whole = [*first, *web, ("user", "what colour is the door?")]
+    whole.append(("assistant", "Reply number 4 to what colour is the door?."))
+    assert _messages(served, key, agent_id, listed["chatId"]) == whole
+    assert [c["chatId"] for c in _chats(served, key, agent_id)] == [listed["chatId"]]
+
+    chat = a.chat(folder)  # A has it too, and the portal has turns A lacks
+    chat.expect(PROMPT)
+    _say(chat, "something else", "Reply number 1 to something else.")
+    chat.child.sendline("/resume")
+    chat.expect("1. something else · ")
+    chat.expect(" · 1 turn · ")
+    chat.expect(" · both")  # kept here, and recorded as it was said
+    chat.expect("2. the door is blue · ")
+    chat.expect(f"2 turns · {listed['sessionId']} · both")
+    chat.expect("resume which?")
+    chat.child.sendline("2")
+    chat.expect("resumed the door is blue · 4 turns")
+    chat.expect(PROMPT)
+    _leave(chat)
+
+
+def test_s4_not_signed_in_or_not_published_keeps_the_chat_here_and_says_what_to_run(
+    tmp_path: Path, fresh_database_url: str, served: Served, model: ScriptedServer
+) -> None:
+    key = _account(tmp_path, served, fresh_database_url)
+    folder = write_agent(tmp_path / "helper", AGENT)
+    nobody = Machine(tmp_path, "nobody", model)
+    chat = nobody.chat(folder)
+    chat.expect(
+        "conversations are kept on this machine only: not signed in to a portal (backend: "
+        "robutler needs it): run webagents login, then webagents publish"
+    )
+    chat.expect(PROMPT)
+    _say(chat, "hello", "Reply number 1 to hello.")
+    _leave(chat)
+    assert len(list((nobody.home / "sessions").rglob("*.json"))) == 1
+
+    signed = Machine(tmp_path, "signed", model)
+    signed.run("login", "--portal", served.url, "--token", key)
+    chat = signed.chat(folder)
+    chat.expect(
+        f"conversations are kept on this machine only: this agent is not published on "
+        f"{served.url} (backend: robutler needs it): run webagents publish"
+    )
+    chat.expect(PROMPT)
+    _say(chat, "hello", "Reply number 1 to hello.")
+    chat.child.sendline("/resume")
+    chat.expect("1. hello · ")
+    chat.expect(" · 1 turn · ")
+    chat.expect(" · here\r\nresume which?")
+    chat.child.sendline("")
+    chat.expect(PROMPT)
+    _leave(chat)
+    assert len(list((signed.home / "sessions").rglob("*.json"))) == 1
+    assert not (signed.home / "chat-outbox").exists()
+
+
+def test_p10_a_portal_stopped_mid_conversation_gets_the_turns_once_it_is_back(
+    tmp_path: Path, fresh_database_url: str, served: Served, model: ScriptedServer
+) -> None:
+    key = _account(tmp_path, served, fresh_database_url)
+    a = Machine(tmp_path, "a", model)
+    folder, agent_id = _published(tmp_path, served, key, a)
+    chat = a.chat(folder)
+    chat.expect(PROMPT)
+    _say(chat, "one", "Reply number 1 to one.")
+    served.stop()
+    chat.child.sendline("two")
+    chat.expect("Reply number 2 to two.")
+    chat.expect(
+        f"the portal at {served.url} does not answer: this conversation is kept on this "
+        "machine and recorded there once it answers"
+    )
+    chat.expect(PROMPT)
+    _say(chat, "three", "Reply number 3 to three.")
+    port = served.url.rsplit(":", 1)[1]
+    again = Served(tmp_path, "--database", fresh_database_url, "--port", port)
+    try:
+        assert again.url == served.url
+        chat.child.sendline("four")
+        chat.expect("Reply number 4 to four.")
+        chat.expect("the portal answers again: the waiting turns are recorded there")
+        chat.expect(PROMPT)
+        _leave(chat)
+        [listed] = _chats(again, key, agent_id)
+        words = ["one", "two", "three", "four"]
+        assert _messages(again, key, agent_id, listed["chatId"]) == [
+            pair
+            for n, word in enumerate(words, 1)
+            for pair in (("user", word), ("assistant", f"Reply number {n} to {word}."))
+        ]
+        assert len(model.bodies) == 4
+
+        token = a.token()  # the sign-in ends (as webagents logout elsewhere would)
+        ended = httpx.post(
+            f"{again.url}/api/auth/cli/logout",
+            headers={"Authorization": f"Bearer {token}"},
+            json={},
+        )
+        assert ended.status_code == 200, ended.text
+        chat = a.chat(folder, "-c")
+        chat.expect(PROMPT)
+        chat.child.sendline("five")
+        chat.expect("Reply number 5 to five.")
+        chat.expect("not recorded on the portal (kept on this machine): this sign-in was ended")
+        chat.expect("run webagents login")
+        chat.expect(PROMPT)
+        _leave(chat)
+        assert len(_messages(again, key, agent_id, listed["chatId"])) == 8
+    finally:
+        again.stop()
