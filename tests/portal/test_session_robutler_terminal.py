@@ -124,7 +124,7 @@ def _published(tmp_path: Path, served: Served, key: str, a: Machine) -> tuple[Pa
 
 
 def test_p10_a_terminal_conversation_is_the_owners_chat_and_continues_on_another_machine(
-    tmp_path: Path, fresh_database_url: str, served: Served, model: ScriptedServer
+    tmp_path: Path, fresh_database_url: str, served: Served, model: ScriptedServer, chromium: Any
 ) -> None:
     key = _account(tmp_path, served, fresh_database_url)
     a, b = Machine(tmp_path, "a", model), Machine(tmp_path, "b", model)
@@ -145,6 +145,7 @@ def test_p10_a_terminal_conversation_is_the_owners_chat_and_continues_on_another
     ]
     assert (listed["messageCount"], listed["preview"]) == (4, "the door is blue")
     assert _messages(served, key, agent_id, listed["chatId"]) == first
+    _seen_in_chromium(chromium, served, agent_id, listed["chatId"], first)
 
     web = [("user", "added on the web"), ("assistant", "an answer on the web")]
     added = httpx.post(
@@ -193,6 +194,30 @@ def test_p10_a_terminal_conversation_is_the_owners_chat_and_continues_on_another
     chat.expect("resumed the door is blue · 4 turns")
     chat.expect(PROMPT)
     _leave(chat)
+
+
+def _seen_in_chromium(
+    chromium: Any, served: Served, agent_id: str, chat_id: str, said: list[tuple[str, str]]
+) -> None:
+    """The owner's chat list and chat in the browser: the terminal's turns as they were said."""
+    browser = chromium.new_context()
+    try:
+        page = browser.new_page()
+        page.goto(f"{served.url}/signin")
+        page.fill("#username", "alice")
+        page.fill("#password", PASSWORD)
+        page.click("main button[type=submit]")
+        page.wait_for_url(f"{served.url}/")
+        page.goto(f"{served.url}/chats")  # every agent's chats: the agent, then the preview
+        assert page.locator("#chats tr td:nth-child(2)").all_inner_texts() == [said[0][1]]
+        page.goto(f"{served.url}/agents/{agent_id}/chats")
+        assert page.inner_text("#chats td:nth-child(1)") == said[0][1]
+        assert page.inner_text("#chats td:nth-child(2)") == str(len(said))
+        page.click("#chats td a")
+        page.wait_for_url(f"{served.url}/agents/{agent_id}/chats/{chat_id}")
+        assert page.locator("#messages .content").all_inner_texts() == [text for _, text in said]
+    finally:
+        browser.close()
 
 
 def test_s4_not_signed_in_or_not_published_keeps_the_chat_here_and_says_what_to_run(
