@@ -60,7 +60,8 @@ class FakePortal:
         self.server: Server | None = None
         self.connections: list[ServerConnection] = []
         self.attempts = 0
-        self.refuse: str | None = None  # "status": 401 before the upgrade; "close": 4401 after
+        self.refuse: str | None = None
+        """"status": 401 before the upgrade; "close": 4401 after it; "missing": no /ws (403)."""
         self.hello_agent_id: str | None = None
         self._replies: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.connected = asyncio.Event()
@@ -126,6 +127,8 @@ class FakePortal:
         if request.path != "/ws":
             return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
         self.attempts += 1
+        if self.refuse == "missing":  # a portal from before Portal Connect
+            return connection.respond(HTTPStatus.FORBIDDEN, "no such endpoint\n")
         sent = request.headers.get("Authorization")
         if self.refuse == "status" or sent != f"Bearer {self.key}":
             return connection.respond(HTTPStatus.UNAUTHORIZED, "the agent key is not valid\n")

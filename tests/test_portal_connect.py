@@ -308,6 +308,20 @@ async def test_p12_a_portal_refusing_the_key_is_said_once_and_asked_again_rarely
     assert pauses and set(pauses) == {300.0}
 
 
+async def test_p12_a_portal_without_connect_is_said_once_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pauses = _pauses(monkeypatch)
+    async with served_agent(tmp_path, refuse="missing") as agent:
+        await _until(lambda: agent.portal.attempts >= 2)
+    said = [r.getMessage() for r in caplog.records if r.name == "webagents.connect"]
+    assert said == [
+        f"agent 'helper': the portal {agent.portal.url} has no Portal Connect endpoint (/ws "
+        "answered 403): update the portal, or serve with --no-connect (asked again every 300 s)"
+    ]
+    assert pauses and set(pauses) == {300.0}
+
+
 async def test_p12_a_key_the_portal_knows_as_another_agent_is_not_served(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -190,15 +190,15 @@ class AgentConnection:
 
     def _refusal(self, status: int, reason: str = "") -> Exception:
         said = f": {reason}" if reason else ""
-        if status in (401, 403):
+        if status == 401:
             return _Refused(
                 f"the portal {self.target.portal} refused this agent's key{said}: run webagents "
                 f"publish again (or set {AGENT_TOKEN_ENV} to the agent's current key)"
             )
-        if status == 404:
+        if status in (403, 404):  # what an app without the WebSocket route answers
             return _Refused(
                 f"the portal {self.target.portal} has no Portal Connect endpoint (/ws answered "
-                "404): update the portal, or serve with --no-connect"
+                f"{status}): update the portal, or serve with --no-connect"
             )
         return OSError(f"the portal answered HTTP {status} at /ws")
 
