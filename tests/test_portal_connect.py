@@ -28,6 +28,7 @@ from webagents.model import ModelRequest
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.server import connect as connect_module
 from webagents.server.connect import Connector, backoff
+from webagents.server.daemon import FolderHost
 from webagents.testing import FunctionModel, _offline_reply
 
 KEY = "rak_test-agent-key"
@@ -79,6 +80,7 @@ async def served_agent(
     key: str = KEY,
     refuse: str | None = None,
     hello_agent_id: str | None = None,
+    trust_as_issuer: bool = False,
 ) -> AsyncIterator[Served]:
     """The agent served with its Portal Connect, and the fake portal it connects to (which
     `refuse`s the key, or says hello as `hello_agent_id`, from the first try on)."""
@@ -86,7 +88,13 @@ async def served_agent(
     portal = FakePortal(agent_id, KEY if refuse != "close" else key)
     portal.refuse, portal.hello_agent_id = refuse, hello_agent_id
     await portal.start()
-    folder = write_agent(tmp_path / "helper", f"name: helper\nskills:\n{skills}")
+    trusted = (
+        f"\naccess:\n  jwt:\n    - issuer: {portal.url}\n      jwks: {portal.url}/.well-known/"
+        "jwks.json\n      audience: agent-test"
+        if trust_as_issuer
+        else ""
+    )
+    folder = write_agent(tmp_path / "helper", f"name: helper\nskills:\n{skills}{trusted}")
     (folder / ".webagents").mkdir()
     link = {"agentId": agent_id, "agentName": "helper", "portal": portal.url}
     (folder / ".webagents" / "config.json").write_text(json.dumps({"link": link}))
@@ -219,6 +227,31 @@ async def test_a4_an_assertion_is_no_bearer_token_over_http_and_a_token_no_asser
         "a Portal Connect assertion is not a bearer token for this agent",
     )
     assert relayed_token == (401, "the relay assertion is not one (its typ is not 'connect')")
+
+
+async def test_a4_an_assertion_is_no_bearer_token_for_the_access_blocks_jwt_issuers_either(
+    tmp_path: Path,
+) -> None:
+    async with served_agent(tmp_path, "  - memory", trust_as_issuer=True) as agent:
+        portal = agent.portal
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=agent.app), base_url="http://agent"
+        ) as http:
+
+            async def over_http(bearer: str) -> httpx.Response:
+                return await http.post(
+                    "/agents/helper/chat/completions",
+                    headers={"Authorization": f"Bearer {bearer}"},
+                    json=FRIDAY,
+                )
+
+            as_issuer = await over_http(portal.assertion(aud="agent-test", typ=None))
+            as_assertion = await over_http(portal.assertion(aud="agent-test"))
+    assert as_issuer.status_code == 200, as_issuer.text
+    assert (as_assertion.status_code, as_assertion.json()["error"]["message"]) == (
+        401,
+        "a Portal Connect assertion is not a bearer token for this agent",
+    )
 
 
 async def test_p12_the_portal_cancelling_a_request_stops_the_run(tmp_path: Path) -> None:
@@ -354,3 +387,45 @@ def test_p12_backoff_doubles_with_jitter_up_to_its_cap() -> None:
         drawn = [backoff(tries) for _ in range(20)]
         assert all(ceiling / 2 <= d <= ceiling for d in drawn)
     assert len({backoff(10) for _ in range(20)}) > 1  # jittered, not one fixed delay
+
+
+async def test_p12_the_daemon_connects_each_published_agent_and_drops_a_removed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connect_module, "SYNC_SECONDS", 0.05)
+    root = tmp_path / "agents"
+    portals: dict[str, FakePortal] = {}
+    for name in ("alpha", "beta"):
+        agent_id = str(uuid.uuid4())
+        portals[name] = portal = await FakePortal(agent_id, f"rak_{name}", name=name).start()
+        folder = write_agent(root / name, f"name: {name}\nskills:\n  - memory")
+        (folder / ".webagents").mkdir()
+        link = {"agentId": agent_id, "agentName": name, "portal": portal.url}
+        (folder / ".webagents" / "config.json").write_text(json.dumps({"link": link}))
+        agent_key_file(agent_id).parent.mkdir(parents=True, exist_ok=True)
+        agent_key_file(agent_id).write_text(f"rak_{name}\n")
+    write_agent(root / "local", "name: local")  # not published: no connection
+    host = FolderHost(root, model=_model(asyncio.Event(), asyncio.Event()))
+    connector = Connector(host, forced=False, profile=None)
+    app = create_app(host, connect=connector.run)
+    try:
+        async with app.router.lifespan_context(app):
+            for portal in portals.values():
+                await _connected(portal)
+            answers = {
+                name: await portal.relay({**FRIDAY, "model": name}, portal.assertion())
+                for name, portal in portals.items()
+            }
+            (root / "beta" / "AGENT.md").unlink()
+            host.reload({root / "beta" / "AGENT.md"})
+            await _until(lambda: not portals["beta"].connected.is_set())
+            targets = sorted(t.agent for t in connector.connections)
+    finally:
+        for portal in portals.values():
+            await portal.stop()
+    assert {name: a.status for name, a in answers.items()} == {"alpha": 200, "beta": 200}
+    assert {name: a.json()["model"] for name, a in answers.items()} == {
+        "alpha": "alpha",
+        "beta": "beta",
+    }
+    assert targets == ["alpha"]

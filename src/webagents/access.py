@@ -40,6 +40,9 @@ PORTAL_KEY_PREFIX = "rok_"
 """A portal user's API key, which the portal exchanges for a token to call an agent."""
 ANONYMOUS_TOKEN = "anonymous"
 """The bearer that says "no credential": `OpenAI(api_key="anonymous")`."""
+CONNECT_TYPE = "connect"
+"""The `typ` claim of a Portal Connect assertion (relayed requests only, see skills/auth.py)."""
+NOT_A_BEARER = "a Portal Connect assertion is not a bearer token for this agent"
 JWKS_TTL_SECONDS = 600.0
 JWKS_MIN_REFRESH_SECONDS = 30.0
 CLOCK_LEEWAY_SECONDS = 30
@@ -284,6 +287,8 @@ class AccessVerifier:
             claimed = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             raise Unauthorized("the bearer token is not a valid JWT") from None
+        if claimed.get("typ") == CONNECT_TYPE:  # whoever the issuer, it is for relays only
+            raise Unauthorized(NOT_A_BEARER)
         issuer = self._issuers.get(str(claimed.get("iss")))
         if issuer is None:
             raise Unauthorized("the token's issuer is not trusted by this agent")

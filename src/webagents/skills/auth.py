@@ -31,7 +31,7 @@ import httpx
 import jwt
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..access import Unauthorized, VerifierUnavailable
+from ..access import CONNECT_TYPE, NOT_A_BEARER, Unauthorized, VerifierUnavailable
 from ..caller import Caller
 from ..context import AgentInfo
 from ..errors import ConfigError
@@ -45,8 +45,6 @@ UNREACHABLE = (
     "the portal that verifies this agent's callers cannot be reached just now; try again shortly"
 )
 JWKS_REFETCH_SECONDS = 30
-CONNECT_TYPE = "connect"
-"""The `typ` claim of a Portal Connect assertion; the portal's other tokens have none."""
 ASSERTION_LEEWAY_SECONDS = 30
 """Clock skew allowed between the portal and this machine on an assertion's iat and exp."""
 
@@ -129,7 +127,7 @@ class AuthSkill(Skill[AuthSettings]):
         if claimed.get("typ") == CONNECT_TYPE:
             # The portal hands assertions to the agent only, over Connect: one presented over
             # HTTP was taken from a relay, and is refused before its signature is looked at.
-            raise Unauthorized("a Portal Connect assertion is not a bearer token for this agent")
+            raise Unauthorized(NOT_A_BEARER)
         claims = await self._claims(token, header, "the portal token", leeway=0)
         if claims.get("tier") == "owner":
             return Caller.owner()
