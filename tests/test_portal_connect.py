@@ -200,6 +200,18 @@ async def test_a4_forged_relays_are_refused_with_401_and_never_served(tmp_path: 
     assert list(notes) == ["caller:bob"]  # the one valid relay's note, no other
 
 
+async def _over_http(agent: Served, bearer: str) -> httpx.Response:
+    """A request to the agent's own HTTP endpoint, with `bearer`."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=agent.app), base_url="http://agent"
+    ) as http:
+        return await http.post(
+            "/agents/helper/chat/completions",
+            headers={"Authorization": f"Bearer {bearer}"},
+            json=FRIDAY,
+        )
+
+
 async def test_a4_an_assertion_is_no_bearer_token_over_http_and_a_token_no_assertion(
     tmp_path: Path,
 ) -> None:
@@ -207,19 +219,8 @@ async def test_a4_an_assertion_is_no_bearer_token_over_http_and_a_token_no_asser
         portal = agent.portal
         await _connected(portal)
         token = portal.assertion(typ=None)  # the shape of an agent token the portal issues
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=agent.app), base_url="http://agent"
-        ) as http:
-
-            async def over_http(bearer: str) -> httpx.Response:
-                return await http.post(
-                    "/agents/helper/chat/completions",
-                    headers={"Authorization": f"Bearer {bearer}"},
-                    json=FRIDAY,
-                )
-
-            by_token = await over_http(token)
-            by_assertion = await over_http(portal.assertion())
+        by_token = await _over_http(agent, token)
+        by_assertion = await _over_http(agent, portal.assertion())
         relayed_token = _error(await portal.relay(FRIDAY, portal.assertion(typ=None)))
     assert by_token.status_code == 200, by_token.text
     assert (by_assertion.status_code, by_assertion.json()["error"]["message"]) == (
@@ -234,19 +235,8 @@ async def test_a4_an_assertion_is_no_bearer_token_for_the_access_blocks_jwt_issu
 ) -> None:
     async with served_agent(tmp_path, "  - memory", trust_as_issuer=True) as agent:
         portal = agent.portal
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=agent.app), base_url="http://agent"
-        ) as http:
-
-            async def over_http(bearer: str) -> httpx.Response:
-                return await http.post(
-                    "/agents/helper/chat/completions",
-                    headers={"Authorization": f"Bearer {bearer}"},
-                    json=FRIDAY,
-                )
-
-            as_issuer = await over_http(portal.assertion(aud="agent-test", typ=None))
-            as_assertion = await over_http(portal.assertion(aud="agent-test"))
+        as_issuer = await _over_http(agent, portal.assertion(aud="agent-test", typ=None))
+        as_assertion = await _over_http(agent, portal.assertion(aud="agent-test"))
     assert as_issuer.status_code == 200, as_issuer.text
     assert (as_assertion.status_code, as_assertion.json()["error"]["message"]) == (
         401,
