@@ -93,7 +93,10 @@ class Served(Child):
     """A running `webagents portal serve` on a free port; `url` is where."""
 
     def __init__(self, tmp_path: Path, *args: str) -> None:
-        super().__init__(tmp_path, "portal", "serve", "--port", "0", *args)
+        # No embedding model unless a test asks for one: most tests need none, and loading
+        # one in every portal process would only cost time.
+        chosen = () if "--embeddings" in args else ("--embeddings", "none")
+        super().__init__(tmp_path, "portal", "serve", "--port", "0", *chosen, *args)
         try:
             self.url = self.wait_for(_SERVING.pattern).group(1)
         except AssertionError:

@@ -42,6 +42,7 @@ def test_p4_create_list_get_patch_delete_an_agent(client: TestClient, db: Sessio
         **HELPER,
         "id": agent["id"],
         "username": "helper",
+        "allowOthers": False,  # Portal Connect: the owner alone until they allow others
         "created_at": agent["created_at"],
         "updated_at": agent["updated_at"],
     }
@@ -112,7 +113,7 @@ def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Se
     client.post("/api/agents", headers=bob, json={**HELPER, "name": "bobs-agent"})
     sign_in(client, "alice")
     page = client.get("/").text
-    assert "<li><strong>helper</strong>: Answers briefly.</li>" in page
+    assert "<li><strong>helper</strong>: Answers briefly.\n    <a href=" in page
     assert "bobs-agent" not in page
 
 

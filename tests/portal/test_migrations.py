@@ -9,6 +9,7 @@ from webagents.portal.db.engine import make_engine
 from webagents.portal.db.migrate import (
     current_revision,
     head_revision,
+    include_name,
     schema_differences,
     upgrade,
 )
@@ -24,13 +25,14 @@ def test_p1_migrations_take_an_empty_database_to_head_matching_the_models(
         assert inspect(engine).get_table_names() == []
         assert current_revision(engine) is None
         upgrade(engine)
-        assert current_revision(engine) == head_revision() == "0005"
-        assert sorted(inspect(engine).get_table_names()) == sorted(
+        assert current_revision(engine) == head_revision() == "0009"
+        tables = inspect(engine).get_table_names()
+        assert sorted(t for t in tables if include_name(t, "table", {})) == sorted(
             [*Base.metadata.tables, "alembic_version"]
         )
         assert schema_differences(engine) == []
         upgrade(engine)  # at head already: nothing to do, nothing broken
-        assert current_revision(engine) == "0005"
+        assert current_revision(engine) == "0009"
     finally:
         engine.dispose()
 

@@ -100,7 +100,7 @@ def test_p1_migrate_brings_the_database_to_head_and_can_run_again(
     for _ in range(2):
         done = portal(tmp_path, "migrate", "--database", fresh_database_url)
         assert done.returncode == 0, done.stderr
-        assert done.stdout.endswith(" is at revision 0005\n")
+        assert done.stdout.endswith(" is at revision 0009\n")
 
 
 def test_p1_embedded_database_is_private(tmp_path: Path) -> None:

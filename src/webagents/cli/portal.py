@@ -74,6 +74,15 @@ def portal() -> None:
     "X-Forwarded-For/-Proto are believed; by default none, so no client can pick the address "
     "its failed sign-ins are counted against.",
 )
+@click.option(
+    "--embeddings",
+    envvar="WEBAGENTS_PORTAL_EMBEDDINGS",
+    metavar="local|openai[:MODEL]|none",
+    default="local",
+    show_default=True,
+    help="The memory store's embedding model for semantic search: local (offline), "
+    "openai[:MODEL] (an OpenAI-compatible /v1/embeddings endpoint), or none (full-text only).",
+)
 @_database_option
 @click.pass_context
 def serve(
@@ -82,11 +91,28 @@ def serve(
     port: int,
     public_url: str | None,
     forwarded_allow_ips: str,
+    embeddings: str,
     database: str | None,
     profile: str | None,
 ) -> None:
     """Serve the portal; its database is migrated first."""
-    _run(_serve, ctx, host, port, public_url, forwarded_allow_ips, database, profile)
+    _run(_serve, ctx, host, port, public_url, forwarded_allow_ips, embeddings, database, profile)
+
+
+def _embedder(choice: str) -> Any:
+    """The embedder `--embeddings` names, made now, so that a bad choice stops the start."""
+    from ..errors import WebAgentsError
+    from ..portal.embeddings import make_embedder
+
+    try:
+        return make_embedder(choice)
+    except WebAgentsError:
+        raise
+    except (ValueError, NotImplementedError, ImportError, OSError) as exc:
+        raise ConfigError(
+            f"--embeddings {choice}: {exc}; choose local, openai[:MODEL] or none "
+            "(none: full-text search only)"
+        ) from None
 
 
 def _serve(
@@ -95,6 +121,7 @@ def _serve(
     port: int,
     public_url: str | None,
     forwarded_allow_ips: str,
+    embeddings: str,
     database: str | None,
     profile: str | None,
 ) -> None:
@@ -107,20 +134,28 @@ def _serve(
     from ..portal.settings import check_public_url
     from .serve import bind
 
-    settings = replace(_settings(ctx, database, profile), public_url=check_public_url(public_url))
+    settings = replace(
+        _settings(ctx, database, profile),
+        public_url=check_public_url(public_url),
+        embeddings=embeddings,
+    )
+    embedder = _embedder(embeddings)
     engine = open_database(settings)
     sock = bind(host, port)
     address, bound = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
+    shown_model = embedder.name if embedder is not None else "none (semantic search off)"
+    click.echo(f"  embeddings: {shown_model}")
     click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
     proxies = forwarded_allow_ips.strip()
     # uvicorn would believe X-Forwarded-* from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unasked:
     # only the proxies the operator names are believed.
     config = uvicorn.Config(
-        create_app(settings, engine=engine),
+        create_app(settings, engine=engine, embedder=embedder),
         log_level="info",
         timeout_graceful_shutdown=10,
+        ws="websockets-sansio",  # Portal Connect's /ws (websockets' maintained implementation)
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
     )

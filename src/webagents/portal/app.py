@@ -8,8 +8,10 @@ are in the database, so any number of processes can serve one PostgreSQL.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from http import HTTPStatus
+from typing import cast
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
@@ -25,10 +27,18 @@ from .accounts import api as accounts_api
 from .accounts import pages as accounts_pages
 from .accounts.auth import SignInRequired
 from .agents import api as agents_api
+from .chats import api as chats_api
+from .chats import pages as chats_pages
 from .cli_login import api as cli_login_api
 from .cli_login import pages as cli_login_pages
+from .connect import api as connect_api
+from .connect import pages as connect_pages
+from .connect.relay import Relay
 from .db.engine import make_engine, make_sessions
+from .embeddings import Embedder, make_embedder
 from .errors import PortalError
+from .memory import api as memory_api
+from .memory.embedding_queue import EmbeddingWorker
 from .settings import PortalSettings
 from .tokens import api as tokens_api
 from .web import API_HEADERS, PAGE_HEADERS, render
@@ -36,12 +46,52 @@ from .web import API_HEADERS, PAGE_HEADERS, render
 log = logging.getLogger("webagents.portal")
 
 
-def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> FastAPI:
-    """The app on an already migrated database (see db.migrate.upgrade)."""
-    app = FastAPI(title="webagents portal", version=__version__, docs_url=None, redoc_url=None)
+_FROM_SETTINGS: object = object()
+
+
+def create_app(
+    settings: PortalSettings,
+    *,
+    engine: Engine | None = None,
+    embedder: Embedder | object | None = _FROM_SETTINGS,
+    embedding_worker: bool = True,
+) -> FastAPI:
+    """The app on an already migrated database (see db.migrate.upgrade). `embedder`: the
+    memory store's (default: settings.embeddings'); with one, a worker thread embeds notes
+    while the app runs, unless `embedding_worker` is off (tests work the queue themselves)."""
+    chosen: Embedder | None
+    if embedder is _FROM_SETTINGS:
+        chosen = make_embedder(settings.embeddings)
+    else:
+        chosen = cast("Embedder | None", embedder)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        worker = None
+        if chosen is not None and embedding_worker:
+            worker = EmbeddingWorker(app.state.sessions, chosen)
+            worker.start()
+        app.state.embedding_worker = worker
+        try:
+            yield
+        finally:
+            await app.state.relay.stop()
+            if worker is not None:
+                worker.stop()
+
+    app = FastAPI(
+        title="webagents portal",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
     app.state.settings = settings
     app.state.engine = engine if engine is not None else make_engine(settings)
     app.state.sessions = make_sessions(app.state.engine)
+    app.state.embedder = chosen
+    app.state.embedding_worker = None
+    app.state.relay = Relay(app.state.sessions, settings)
 
     app.include_router(accounts_api.router)
     app.include_router(accounts_pages.router)
@@ -49,6 +99,11 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
     app.include_router(cli_login_api.router)
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
+    app.include_router(chats_api.router)
+    app.include_router(chats_pages.router)
+    app.include_router(memory_api.router)
+    app.include_router(connect_api.router)
+    app.include_router(connect_pages.router)
 
     @app.middleware("http")
     async def _headers(
@@ -90,6 +145,8 @@ def create_app(settings: PortalSettings, *, engine: Engine | None = None) -> Fas
 
 def _is_api(request: Request) -> bool:
     path = request.url.path
+    if path.startswith("/agents/") and path.endswith("/chat/completions"):
+        return True  # Portal Connect's public endpoint: OpenAI-shaped, as the API
     return path.startswith(("/api/", "/.well-known/")) or path == "/health"
 
 

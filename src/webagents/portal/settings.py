@@ -48,6 +48,9 @@ class PortalSettings:
     # The portal's address as clients reach it (the tokens' issuer); by default the address
     # the request came to.
     public_url: str | None = None
+    # The memory store's embedding model (`portal serve --embeddings`): local, openai[:MODEL]
+    # or none (full-text search only). `serve` defaults to local; made in code, none.
+    embeddings: str = "none"
 
     @property
     def url(self) -> URL:

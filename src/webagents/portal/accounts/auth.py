@@ -13,17 +13,18 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db.engine import request_session
-from ..db.tables import User
+from ..db.tables import Agent, User
 from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from ..web import SESSION_COOKIE
 from .credentials import API_KEY_PREFIX, digest
 from .repository import Directory
-from .scope import AccountScope, mint
+from .scope import AccountScope, AgentScope, mint, mint_agent
 
 Db = Annotated[Session, Depends(request_session, scope="function")]
 
@@ -45,14 +46,21 @@ def browser_scope(db: Session, token: str | None) -> AccountScope | None:
     return scope_of(user) if user is not None else None
 
 
-def _bearer(authorization: str | None) -> str:
+_SEND_API_KEY = (
+    "send your API key as 'Authorization: Bearer rok_...' "
+    "(make one on the portal's API keys page, or with webagents portal apikey)"
+)
+_SEND_AGENT_KEY = (
+    "send the agent's key as 'Authorization: Bearer rok_...' (the key webagents publish "
+    "kept for the agent, or WEBAGENTS_AGENT_TOKEN)"
+)
+
+
+def _bearer(authorization: str | None, missing: str = _SEND_API_KEY) -> str:
     scheme, _, credential = (authorization or "").partition(" ")
     credential = credential.strip()
     if scheme.lower() != "bearer" or not credential:
-        raise Unauthorized(
-            "send your API key as 'Authorization: Bearer rok_...' "
-            "(make one on the portal's API keys page, or with webagents portal apikey)"
-        )
+        raise Unauthorized(missing)
     return credential
 
 
@@ -83,6 +91,32 @@ def bearer_scope(
     if user is None:
         raise Unauthorized("the account of this token no longer exists: run webagents login")
     return scope_of(user)
+
+
+def agent_key_scope(db: Session, authorization: str | None) -> AgentScope:
+    """The agent whose key (`rawApiKey` from publish) this is; a user's key or access
+    token is refused: they speak for a person, and the memory store is the agent's."""
+    credential = _bearer(authorization, _SEND_AGENT_KEY)
+    hashed = digest(credential)
+    agent = db.scalars(select(Agent).where(Agent.key_hash == hashed)).one_or_none()
+    if agent is not None:
+        return mint_agent(agent.id, agent.user_id, agent.name)
+    if credential.startswith(API_KEY_PREFIX) and Directory(db).user_of_api_key(hashed):
+        raise Unauthorized(
+            "this is a user's API key, and the memory store needs an agent key: use the key "
+            "webagents publish kept for the agent (or WEBAGENTS_AGENT_TOKEN)",
+            code="agent_key_required",
+        )
+    if not credential.startswith(API_KEY_PREFIX):
+        raise Unauthorized(
+            "an access token speaks for a user, and the memory store needs an agent key: use "
+            "the key webagents publish kept for the agent (or WEBAGENTS_AGENT_TOKEN)",
+            code="agent_key_required",
+        )
+    raise Unauthorized(
+        "this agent key is unknown (the agent was deleted, or the key is wrong): use the "
+        "key webagents publish kept for the agent (or WEBAGENTS_AGENT_TOKEN)"
+    )
 
 
 def administrator_scope(db: Session, username: str) -> AccountScope:
@@ -116,7 +150,12 @@ def api_key_account(request: Request, db: Db) -> AccountScope:
     return api_key_scope(db, request.headers.get("authorization"))
 
 
+def api_agent(request: Request, db: Db) -> AgentScope:
+    return agent_key_scope(db, request.headers.get("authorization"))
+
+
 MaybeSignedIn = Annotated[AccountScope | None, Depends(optional_browser_account)]
 SignedIn = Annotated[AccountScope, Depends(browser_account)]
 ApiCaller = Annotated[AccountScope, Depends(api_account)]
 ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]
+ApiAgent = Annotated[AgentScope, Depends(api_agent)]

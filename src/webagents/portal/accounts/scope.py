@@ -33,7 +33,33 @@ def mint(user_id: uuid.UUID, username: str, api_key_id: uuid.UUID | None = None)
     return AccountScope(user_id, username, _MINT, api_key_id)
 
 
+@dataclass(frozen=True)
+class AgentScope:
+    """An agent verified by its key (the `rawApiKey` publish was given): its own memory
+    store and nothing else. Made only by accounts.auth, like AccountScope."""
+
+    agent_id: uuid.UUID
+    user_id: uuid.UUID  # the agent's owner
+    agent_name: str
+    _minted: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._minted is not _MINT:
+            raise TypeError("an AgentScope is made only by accounts.auth, from a verified key")
+
+
+def mint_agent(agent_id: uuid.UUID, user_id: uuid.UUID, agent_name: str) -> AgentScope:
+    """For accounts.auth alone: the agent's key has been verified there."""
+    return AgentScope(agent_id, user_id, agent_name, _MINT)
+
+
 def require_scope(scope: object) -> AccountScope:
     if not isinstance(scope, AccountScope):
         raise TypeError(f"a scoped repository needs an AccountScope, not {type(scope).__name__}")
+    return scope
+
+
+def require_agent_scope(scope: object) -> AgentScope:
+    if not isinstance(scope, AgentScope):
+        raise TypeError(f"an agent's store needs an AgentScope, not {type(scope).__name__}")
     return scope

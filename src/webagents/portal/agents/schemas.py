@@ -43,6 +43,8 @@ class AgentPatch(BaseModel):
     instructions: str | None = Field(default=None, max_length=200_000)
     model: str | None = Field(default=None, max_length=200)
     skills: list[Any] | None = Field(default=None, max_length=100)
+    # Portal Connect: may other portal users call the agent at its public endpoint (P12).
+    allowOthers: bool | None = None
 
 
 class AgentOut(BaseModel):
@@ -53,6 +55,7 @@ class AgentOut(BaseModel):
     instructions: str
     model: str | None
     skills: list[Any]
+    allowOthers: bool
     created_at: datetime
     updated_at: datetime
 

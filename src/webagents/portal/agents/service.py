@@ -28,6 +28,7 @@ def agent_out(agent: Agent) -> AgentOut:
         instructions=agent.instructions,
         model=agent.model,
         skills=list(agent.skills),
+        allowOthers=agent.allow_others,
         created_at=agent.created_at,
         updated_at=agent.updated_at,
     )
@@ -46,7 +47,10 @@ _NOT_NULL = {
     "description": 'a string ("" for none)',
     "instructions": 'a string ("" for none)',
     "skills": "a list ([] for none)",
+    "allowOthers": "true or false",
 }
+# PATCH fields whose column is named otherwise.
+_COLUMNS = {"allowOthers": "allow_others"}
 
 
 def list_agents(db: Session, scope: AccountScope) -> list[AgentOut]:
@@ -106,7 +110,7 @@ def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPa
         if name_taken(db, name):
             raise _taken(name)
     for field, value in changes.items():
-        setattr(agent, field, value)
+        setattr(agent, _COLUMNS.get(field, field), value)
     agent.updated_at = datetime.now(UTC)
     db.flush()
     return agent_out(agent)

@@ -20,6 +20,19 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 _MIGRATION_LOCK = 0x77E6A9E5
 
 
+# Full-text search's dialect-only part (made by migration 0006, not declared in the models):
+# SQLite's FTS5 table with its shadow tables, PostgreSQL's tsvector column and its index.
+DIALECT_ONLY_TABLE_PREFIX = "memory_fts"
+DIALECT_ONLY_NAMES = {("column", "search_vector"), ("index", "ix_memory_entries_search_vector")}
+
+
+def include_name(name: str | None, type_: str, _parents: Any) -> bool:
+    """Whether migrations compare this database object with the models."""
+    if type_ == "table" and name is not None and name.startswith(DIALECT_ONLY_TABLE_PREFIX):
+        return False
+    return (type_, name) not in DIALECT_ONLY_NAMES
+
+
 def alembic_config(connection: Connection | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -57,6 +70,11 @@ def schema_differences(engine: Engine) -> list[Any]:
     """What the models have that the database lacks, or the reverse; empty when they agree."""
     with engine.connect() as connection:
         context = MigrationContext.configure(
-            connection, opts={"compare_type": True, "compare_server_default": True}
+            connection,
+            opts={
+                "compare_type": True,
+                "compare_server_default": True,
+                "include_name": include_name,
+            },
         )
         return list(compare_metadata(context, Base.metadata))

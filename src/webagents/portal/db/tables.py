@@ -13,13 +13,16 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     DateTime,
     Dialect,
     ForeignKey,
     Index,
+    LargeBinary,
     MetaData,
     String,
     Text,
+    UniqueConstraint,
     Uuid,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -192,3 +195,171 @@ class Agent(Base):
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # Portal Connect: may users other than the owner call it at its public endpoint (P12).
+    allow_others: Mapped[bool] = mapped_column(default=False)
+
+
+class Chat(Base):
+    """A conversation of one portal user with one of their agents (P9): recorded turn by
+    turn by the agent's session skill, read by /resume elsewhere and by the chat pages. A
+    session id names one chat per agent and user, so a client that lost the chat's id
+    appends to the same chat instead of forking it."""
+
+    __tablename__ = "chats"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "user_id", "session_id"),
+        Index(None, "user_id", "updated_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("users.id", ondelete="CASCADE"))
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    session_id: Mapped[str] = mapped_column(String(200))
+    # Whole messages only (a message still missing parts is not counted or shown).
+    message_count: Mapped[int] = mapped_column(default=0)
+    preview: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ChatMessage(Base):
+    """One message of a chat at its position. `client_id` is the id the sender gave it (what
+    makes a resent call record nothing twice); a long message comes in parts, appended to
+    `content` in order until `parts_received` reaches `parts_total`."""
+
+    __tablename__ = "chat_messages"
+    __table_args__ = (
+        UniqueConstraint("chat_id", "position"),
+        UniqueConstraint("chat_id", "client_id"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    chat_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("chats.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column()
+    client_id: Mapped[str | None] = mapped_column(String(200))
+    role: Mapped[str] = mapped_column(String(16))
+    content: Mapped[str | None] = mapped_column(Text)
+    # tool_calls, tool_call_id, name: what the chat page and a resumed model need of tools.
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parts_received: Mapped[int] = mapped_column(default=1)
+    parts_total: Mapped[int] = mapped_column(default=1)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# The memory store (SPEC P5, P6). Full-text search has a dialect-only part that the models do
+# not declare (SQLite's FTS5 table `memory_fts` and its triggers, PostgreSQL's `search_vector`
+# column and GIN index): migration 0006 makes it, and db.migrate leaves it out of comparisons.
+
+
+class MemoryEntry(Base):
+    """An agent's note in one namespace. Its id is uuid5(URL, "<agent>\n<namespace>\n<key>"),
+    so the row is the (namespace, key) itself: a forgotten entry stays as a tombstone
+    (`deleted_at`), so that sync can tell it, and a later put brings the same row back."""
+
+    __tablename__ = "memory_entries"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "namespace", "key"),
+        Index(None, "agent_id", "cursor"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("agents.id", ondelete="CASCADE"))
+    namespace: Mapped[str] = mapped_column(String(300))
+    key: Mapped[str] = mapped_column(String(64))
+    description: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column()
+    updated_at: Mapped[datetime] = mapped_column()
+    deleted_at: Mapped[datetime | None] = mapped_column()
+    # The change number of its latest change (the agent's feed, MemoryFeed.last_cursor).
+    cursor: Mapped[int] = mapped_column(BigInteger)
+
+
+class MemoryVersion(Base):
+    """One change of an entry, kept so nothing is lost (P6): a put keeps what was written, a
+    delete what was forgotten. `by` is `agent`, `sync` or `owner:<username>`."""
+
+    __tablename__ = "memory_versions"
+    __table_args__ = (Index(None, "agent_id", "entry_id", "cursor"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("agents.id", ondelete="CASCADE"))
+    entry_id: Mapped[uuid.UUID] = mapped_column(Uuid)
+    namespace: Mapped[str] = mapped_column(String(300))
+    key: Mapped[str] = mapped_column(String(64))
+    op: Mapped[str] = mapped_column(String(8))
+    description: Mapped[str] = mapped_column(Text)
+    content: Mapped[str] = mapped_column(Text)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    source: Mapped[str] = mapped_column(String(100))
+    by: Mapped[str] = mapped_column(String(100))
+    at: Mapped[datetime] = mapped_column()  # when the change happened (the writer's `at`)
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+    cursor: Mapped[int] = mapped_column(BigInteger)
+
+
+class MemoryFeed(Base):
+    """Each agent's change counter. Writers of one agent take turns on this row (its UPDATE
+    holds the row lock until commit), so cursors are given in commit order and a reader
+    that saw cursor N has seen every change before it. `vectors_version` grows when the
+    embedding worker stores vectors, so search caches know they are stale."""
+
+    __tablename__ = "memory_feeds"
+
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    last_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
+    vectors_version: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class MemoryVector(Base):
+    """An entry's embedding (float32 bytes, unit length) by the model `model`, made from the
+    entry as it was at `entry_cursor`: a vector whose model or cursor differs from now is
+    due again (the queue is this table beside memory_entries, so any process can work it)."""
+
+    __tablename__ = "memory_vectors"
+    __table_args__ = (Index(None, "agent_id", "model"),)
+
+    entry_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("memory_entries.id", ondelete="CASCADE"), primary_key=True
+    )
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("agents.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(String(200))
+    entry_cursor: Mapped[int] = mapped_column(BigInteger)
+    vector: Mapped[bytes] = mapped_column(LargeBinary)
+    embedded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# Portal Connect (SPEC P12): who holds an agent's WebSocket, and relayed payloads too large
+# for a NOTIFY. Written by the connect feature alone, each in a short session of its own.
+
+
+class AgentConnection(Base):
+    """A live WebSocket of an agent, held by the portal process `process_id`. The process
+    renews `seen_at` while it lives; a row not renewed for a while is of a dead process and
+    is neither trusted nor kept."""
+
+    __tablename__ = "agent_connections"
+    __table_args__ = (Index(None, "agent_id", "seen_at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)  # the connection id
+    agent_id: Mapped[uuid.UUID] = mapped_column(Uuid, ForeignKey("agents.id", ondelete="CASCADE"))
+    process_id: Mapped[uuid.UUID] = mapped_column(Uuid, index=True)
+    since: Mapped[datetime] = mapped_column(default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class RelayPayload(Base):
+    """A relay message between portal processes too large for NOTIFY's 8000 bytes: the
+    NOTIFY carries this row's id, and the receiver takes (deletes) the row."""
+
+    __tablename__ = "relay_payloads"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)

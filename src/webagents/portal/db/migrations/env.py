@@ -10,6 +10,7 @@ from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import Connection
 
 from webagents.portal.db.engine import make_engine
+from webagents.portal.db.migrate import include_name
 from webagents.portal.db.tables import Base, UtcDateTime
 from webagents.portal.settings import resolve_settings
 
@@ -29,6 +30,7 @@ def _run(connection: Connection) -> None:
         render_as_batch=True,  # SQLite alters tables by copying them
         compare_type=True,
         render_item=_render_item,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

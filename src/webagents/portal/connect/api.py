@@ -1,0 +1,200 @@
+"""Portal Connect over HTTP: the agents' WebSocket `/ws`, and the public endpoint
+`POST /agents/<name>/chat/completions` that relays portal users to an agent.
+
+The WebSocket is authenticated with the agent's key before the upgrade (a 401, or close
+code 4401 where the server cannot answer before it); it opens no database session for its
+lifetime, only short ones to look the key up and to say who holds the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request, WebSocket
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
+
+from ...openai_wire import error_body
+from ...server.api_errors import error_type
+from ..accounts.auth import ApiCaller, Db, agent_key_scope
+from ..accounts.scope import AgentScope
+from ..errors import BadInput, Unauthorized
+from ..settings import PortalSettings
+from ..tokens.service import issuer_of
+from . import protocol, service
+from .live import LiveConnection, RelayError, Reply
+from .relay import Relay
+
+log = logging.getLogger("webagents.portal.connect")
+
+router = APIRouter()
+
+# Reply headers passed on to the caller: the body's type and the agent's own.
+_PASSED_PREFIX = "x-webagents-"
+
+
+def public_url(issuer: str, agent_name: str) -> str:
+    return f"{issuer}/agents/{agent_name}/chat/completions"
+
+
+@router.websocket("/ws")
+async def agent_socket(websocket: WebSocket) -> None:
+    relay: Relay = websocket.app.state.relay
+    sessions: sessionmaker[Session] = websocket.app.state.sessions
+    try:
+        agent = await run_in_threadpool(_agent_of, sessions, websocket.headers.get("authorization"))
+    except Unauthorized as exc:
+        await _refuse(websocket, exc)
+        return
+    settings: PortalSettings = websocket.app.state.settings
+    http_base = str(websocket.base_url).replace("ws", "http", 1)
+    connection = LiveConnection(uuid.uuid4(), agent.agent_id, agent.agent_name)
+    await websocket.accept()
+    await relay.connected(connection)
+    writer = asyncio.create_task(_write(websocket, connection))
+    try:
+        connection.post(
+            protocol.hello(
+                agent.agent_id,
+                agent.agent_name,
+                public_url(issuer_of(settings, http_base), agent.agent_name),
+                connection.id,
+            )
+        )
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            frame = protocol.parse(message.get("text") or "")
+            if frame is None:
+                continue  # not a frame of the contract: nothing to answer
+            if frame["type"] == "ping":
+                connection.post(protocol.PONG)
+            elif frame["type"] in protocol.REPLY_TYPES:
+                connection.deliver(frame)
+    except Exception as exc:  # the socket broke: the same as a close
+        log.info("connect: the connection of %s ended (%s)", agent.agent_name, exc)
+    finally:
+        writer.cancel()
+        await relay.disconnected(connection)
+
+
+def _agent_of(sessions: sessionmaker[Session], authorization: str | None) -> AgentScope:
+    with sessions() as db:
+        return agent_key_scope(db, authorization)
+
+
+async def _refuse(websocket: WebSocket, exc: Unauthorized) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(
+            JSONResponse(
+                error_body(exc.message, error_type(401), exc.code),
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        )
+        return
+    await websocket.accept()
+    await websocket.close(protocol.CLOSE_UNAUTHORIZED, exc.message[:120])
+
+
+async def _write(websocket: WebSocket, connection: LiveConnection) -> None:
+    try:
+        while True:
+            await websocket.send_text(await connection.outbox.get())
+    except Exception:  # closed: the reader sees it too and ends the connection
+        return
+
+
+@router.post("/agents/{name}/chat/completions")
+async def chat_completions(request: Request, name: str, scope: ApiCaller, db: Db) -> Response:
+    """OpenAI's chat completions, answered by the agent over its connection."""
+    body = await _json_object(request)
+    settings: PortalSettings = request.app.state.settings
+    issuer = issuer_of(settings, str(request.base_url))
+    relayed = await run_in_threadpool(service.for_caller, db, scope, name, issuer)
+    relay: Relay = request.app.state.relay
+    reply = await relay.send(relayed.agent_id, relayed.agent_name, relayed.assertion, body)
+    try:
+        status, headers = await reply.start(relay.first_frame_timeout)
+    except RelayError as exc:
+        return relay_error(exc)
+    passed = {
+        key: value
+        for key, value in headers.items()
+        if key == "content-type" or key.startswith(_PASSED_PREFIX)
+    }
+    if body.get("stream") is True:
+        return StreamingResponse(
+            _streamed(reply, relay.idle_timeout), status_code=status, headers=passed
+        )
+    try:
+        whole = await _whole(request, reply, relay.idle_timeout)
+    except RelayError as exc:
+        return relay_error(exc)
+    if whole is None:  # the caller went away; the agent was told to stop
+        return Response(status_code=499)
+    return Response(whole, status_code=status, headers=passed)
+
+
+def relay_error(exc: RelayError) -> JSONResponse:
+    return JSONResponse(
+        error_body(exc.message, error_type(exc.status), exc.code), status_code=exc.status
+    )
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise BadInput(
+            "send a chat completions request: a JSON object with messages "
+            '(like {"messages": [{"role": "user", "content": "Hi"}]})'
+        )
+    return body
+
+
+async def _streamed(reply: Reply, idle: float) -> AsyncIterator[str]:
+    try:
+        async for chunk in reply.chunks(idle):
+            yield chunk
+    except RelayError as exc:
+        event = error_body(exc.message, error_type(exc.status), exc.code)
+        yield f"data: {json.dumps(event)}\n\n"
+    finally:
+        reply.cancel()  # the caller went away (or it ended: then nothing is sent)
+
+
+async def _whole(request: Request, reply: Reply, idle: float) -> str | None:
+    """The whole body, or None when the caller disconnects first (the agent is cancelled)."""
+
+    async def join() -> str:
+        return "".join([chunk async for chunk in reply.chunks(idle)])
+
+    collect = asyncio.ensure_future(join())
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        collect.cancel()
+        gone.cancel()
+        reply.cancel()
+        raise
+    gone.cancel()
+    if collect in done:
+        return collect.result()
+    collect.cancel()
+    reply.cancel()
+    return None
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

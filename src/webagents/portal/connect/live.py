@@ -1,0 +1,190 @@
+"""The agents' connections this process holds, and a relayed request's reply as the caller
+reads it. Frames are routed by request id within one connection only: a connection can
+answer only what was sent to it, so another agent's connection cannot reach these replies."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from ..errors import PortalError
+from . import protocol
+
+Sink = Callable[[dict[str, Any]], None]
+# How often a caller waiting on a remote reply checks that its holder is still alive.
+LIVENESS_CHECK = 2.0
+
+DISCONNECTED = (
+    "the agent's connection to the portal dropped before its reply was complete: send the "
+    "request again (the agent reconnects by itself)"
+)
+
+
+class RelayError(PortalError):
+    """A relayed request that got no (whole) reply: answered with this status and code."""
+
+    status = 502
+    code = "agent_disconnected"
+
+
+class Reply:
+    """The frames of one relayed request's reply, in order, with bounded waits."""
+
+    def __init__(
+        self,
+        request_id: str,
+        cancel: Callable[[], None],
+        still_there: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        self.id = request_id
+        self._frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._cancel = cancel
+        self._still_there = still_there
+        self.finished = False
+
+    def put(self, frame: dict[str, Any]) -> None:
+        self._frames.put_nowait(frame)
+
+    def cancel(self) -> None:
+        """The caller went away: the agent is told to stop (no wait; safe in a finally of a
+        cancelled task)."""
+        if not self.finished:
+            self.finished = True
+            self._cancel()
+
+    async def start(self, wait: float) -> tuple[int, dict[str, str]]:
+        """The reply's status and headers, once the agent starts it (waiting `wait` at most)."""
+        frame = await self._next(wait, "start")
+        if frame["type"] != "start":
+            self._fail(frame)
+        status = frame.get("status")
+        headers = frame.get("headers")
+        if not isinstance(status, int) or not 100 <= status <= 599:
+            self.cancel()
+            raise RelayError("the agent started its reply without a valid status")
+        shown = {
+            str(name).lower(): str(value)
+            for name, value in (headers.items() if isinstance(headers, dict) else [])
+        }
+        return status, shown
+
+    async def chunks(self, idle: float) -> AsyncIterator[str]:
+        """The body's chunks until `end`; a RelayError when it fails or stalls for `idle`."""
+        while True:
+            frame = await self._next(idle, "data")
+            kind = frame["type"]
+            if kind == "end":
+                self.finished = True
+                return
+            if kind == "data" and isinstance(frame.get("chunk"), str):
+                yield frame["chunk"]
+            elif kind == "error":
+                self._fail(frame)
+
+    def _fail(self, frame: dict[str, Any]) -> None:
+        self.finished = True
+        status = frame.get("status")
+        message = frame.get("message")
+        raise RelayError(
+            str(message) if isinstance(message, str) and message else "the agent failed",
+            status=status if isinstance(status, int) and 400 <= status <= 599 else 502,
+            code=str(frame.get("code") or "agent_error"),
+        )
+
+    async def _next(self, wait_at_most: float, waiting_for: str) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_at_most
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                self.cancel()
+                raise RelayError(
+                    f"the agent sent no {waiting_for} of its reply within {wait_at_most:g} s: it "
+                    "may be overloaded; try again",
+                    status=504,
+                    code="agent_timeout",
+                )
+            wait = min(left, LIVENESS_CHECK) if self._still_there else left
+            try:
+                return await asyncio.wait_for(self._frames.get(), wait)
+            except TimeoutError:
+                if self._still_there is not None and not await self._still_there():
+                    self.finished = True
+                    raise RelayError(DISCONNECTED) from None
+
+
+class LiveConnection:
+    """One agent's WebSocket: what is sent to it goes through one queue, so frames from
+    many requests never interleave within a frame and a send never waits in a caller."""
+
+    def __init__(self, connection_id: uuid.UUID, agent_id: uuid.UUID, agent_name: str) -> None:
+        self.id = connection_id
+        self.agent_id = agent_id
+        self.agent_name = agent_name
+        self.outbox: asyncio.Queue[str] = asyncio.Queue()
+        self.pending: dict[str, Sink] = {}
+        self.closed = False
+
+    def post(self, text: str) -> None:
+        self.outbox.put_nowait(text)
+
+    def open(self, request_id: str, assertion: str, body: dict[str, Any], sink: Sink) -> None:
+        self.pending[request_id] = sink
+        self.post(protocol.request(request_id, assertion, body))
+
+    def cancel(self, request_id: str) -> None:
+        if self.pending.pop(request_id, None) is not None and not self.closed:
+            self.post(protocol.cancel(request_id))
+
+    def deliver(self, frame: dict[str, Any]) -> None:
+        """A reply frame from the agent, to the request it answers (unknown ids dropped)."""
+        request_id = frame.get("id")
+        if not isinstance(request_id, str):
+            return
+        sink = self.pending.get(request_id)
+        if sink is None:
+            return
+        if frame["type"] in ("end", "error"):
+            del self.pending[request_id]
+        sink(frame)
+
+    def drop(self) -> None:
+        """The WebSocket closed: every reply still open fails now, none waits forever."""
+        self.closed = True
+        pending, self.pending = self.pending, {}
+        for request_id, sink in pending.items():
+            sink(protocol.error(request_id, 502, DISCONNECTED, "agent_disconnected"))
+
+
+class Registry:
+    """This process's live connections by agent; requests go round the agent's connections."""
+
+    def __init__(self) -> None:
+        self._by_agent: dict[uuid.UUID, list[LiveConnection]] = {}
+        self._by_id: dict[uuid.UUID, LiveConnection] = {}
+        self._turns = itertools.count()
+
+    def add(self, connection: LiveConnection) -> None:
+        self._by_agent.setdefault(connection.agent_id, []).append(connection)
+        self._by_id[connection.id] = connection
+
+    def remove(self, connection: LiveConnection) -> None:
+        self._by_id.pop(connection.id, None)
+        held = self._by_agent.get(connection.agent_id, [])
+        if connection in held:
+            held.remove(connection)
+        if not held:
+            self._by_agent.pop(connection.agent_id, None)
+
+    def get(self, connection_id: uuid.UUID) -> LiveConnection | None:
+        return self._by_id.get(connection_id)
+
+    def pick(self, agent_id: uuid.UUID) -> LiveConnection | None:
+        held = [c for c in self._by_agent.get(agent_id, []) if not c.closed]
+        return held[next(self._turns) % len(held)] if held else None
+
+    def all(self) -> list[LiveConnection]:
+        return list(self._by_id.values())

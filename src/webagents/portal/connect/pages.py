@@ -1,0 +1,197 @@
+"""Portal Connect on the owner's pages: the chat box that continues a chat on the web (P11)
+and the agent's setting that lets other users call it (P12).
+
+The chat box posts the next message (with the page's CSRF token) and reads the answer as a
+stream of small events of the portal's own: `{"delta": text}` while the agent answers, then
+`{"done": true}` once both messages are recorded in the chat, or `{"error": message}`. The
+agent's reply comes over the same relay as every other caller's (tier owner, channel web)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
+
+from ..accounts.auth import Db, SignedIn
+from ..accounts.scope import AccountScope
+from ..agents import service as agents
+from ..agents.schemas import AgentPatch
+from ..chats import service as chats
+from ..chats.schemas import MessageIn, RecordIn
+from ..errors import PortalError
+from ..tokens.service import issuer_of
+from ..web import PAGE_HEADERS, FormSecrets, check_csrf
+from . import service
+from .live import RelayError, Reply
+from .relay import Relay
+
+router = APIRouter(dependencies=[FormSecrets])
+
+_SCRIPT = Path(__file__).with_name("chat.js")
+# The chat page runs the portal's one script (from this origin) and fetches from it.
+CHAT_PAGE_CSP = PAGE_HEADERS["Content-Security-Policy"] + "; script-src 'self'; connect-src 'self'"
+
+
+def allow_chat_script(response: Response) -> Response:
+    """For the chat page: the pages' policy, plus the chat box's script."""
+    response.headers["Content-Security-Policy"] = CHAT_PAGE_CSP
+    return response
+
+
+@router.get("/connect/chat.js")
+def chat_script() -> Response:
+    return Response(
+        _SCRIPT.read_text("utf-8"),
+        media_type="text/javascript",
+        headers={"Cache-Control": "no-cache"},
+    )
+
+
+@router.post("/agents/{agent_id}/connect")
+async def set_allow_others(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
+    """The agent's page toggle: may other portal users call it at its public endpoint."""
+    form = await request.form()
+    check_csrf(request, str(form.get("csrf_token", "")))
+    allowed = form.get("allow_others") == "on"
+    await run_in_threadpool(
+        agents.update_agent, db, user, agent_id, AgentPatch(allowOthers=allowed)
+    )
+    return RedirectResponse(f"/agents/{agent_id}/chats", status_code=303)
+
+
+@router.post("/agents/{agent_id}/chats/{chat_id}/continue")
+async def continue_chat(
+    request: Request, user: SignedIn, db: Db, agent_id: str, chat_id: str
+) -> Response:
+    form = await request.form()
+    check_csrf(request, str(form.get("csrf_token", "")))
+    relay: Relay = request.app.state.relay
+    issuer = issuer_of(request.app.state.settings, str(request.base_url))
+    message = str(form.get("message", ""))
+    try:
+        turn = await run_in_threadpool(
+            service.for_web_chat, db, user, agent_id, chat_id, message, issuer
+        )
+        relayed = turn.relayed
+        reply = await relay.send(relayed.agent_id, relayed.agent_name, relayed.assertion, turn.body)
+    except PortalError as exc:
+        return _events(iter([{"error": exc.message}]), exc.status)
+    recorder = _Recorder(request.app.state.sessions, user, agent_id, chat_id, turn.session_id)
+    return StreamingResponse(
+        _relayed(reply, relay, recorder, message.strip()),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def _event(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _events(events: Iterator[dict[str, Any]], status: int) -> Response:
+    return Response(
+        "".join(_event(event) for event in events),
+        status_code=status,
+        media_type="text/event-stream",
+    )
+
+
+class _Recorder:
+    """Records the turn in the chat (the chats service, one short session)."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        user: AccountScope,
+        agent_id: str,
+        chat_id: str,
+        session_id: str,
+    ) -> None:
+        self._sessions = sessions
+        self._user = user
+        self._agent_id = agent_id
+        self._chat_id = chat_id
+        self._session_id = session_id
+
+    def record(self, question: str, answer: str) -> None:
+        turn = uuid.uuid4().hex
+        given = RecordIn(
+            sessionId=self._session_id,
+            chatId=self._chat_id,
+            messages=[
+                MessageIn(role="user", content=question, id=f"web-{turn}-user"),
+                MessageIn(role="assistant", content=answer, id=f"web-{turn}-assistant"),
+            ],
+        )
+        with self._sessions.begin() as db:
+            chats.record(db, self._user, self._agent_id, given)
+
+
+async def _relayed(
+    reply: Reply, relay: Relay, recorder: _Recorder, question: str
+) -> AsyncIterator[str]:
+    answer: list[str] = []
+    try:
+        status, _headers = await reply.start(relay.first_frame_timeout)
+        if status != 200:
+            body = "".join([chunk async for chunk in reply.chunks(relay.idle_timeout)])
+            yield _event({"error": f"the agent answered {status}: {_message_of(body)}"})
+            return
+        pending = ""
+        async for chunk in reply.chunks(relay.idle_timeout):
+            pending += chunk
+            while "\n\n" in pending:
+                event, pending = pending.split("\n\n", 1)
+                for kind, text in _sse_parts(event):
+                    if kind == "error":
+                        yield _event({"error": text})
+                        return
+                    answer.append(text)
+                    yield _event({"delta": text})
+        await run_in_threadpool(recorder.record, question, "".join(answer))
+        yield _event({"done": True})
+    except RelayError as exc:
+        yield _event({"error": exc.message})
+    except PortalError as exc:  # the chat could not take the turn
+        yield _event({"error": f"the reply came but was not recorded: {exc.message}"})
+    finally:
+        reply.cancel()
+
+
+def _sse_parts(event: str) -> Iterator[tuple[str, str]]:
+    """The content deltas (and errors) of one SSE event of a chat completions stream."""
+    for line in event.splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            continue
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            continue
+        if not isinstance(chunk, dict):
+            continue
+        if "error" in chunk:
+            yield "error", _message_of(data)
+            continue
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str) and content:
+                yield "delta", content
+
+
+def _message_of(body: str) -> str:
+    try:
+        error = json.loads(body).get("error")
+        return str(error.get("message")) if isinstance(error, dict) else body[:500]
+    except (ValueError, AttributeError):
+        return body[:500]

@@ -1,0 +1,56 @@
+"""The wire between the portal and an agent: JSON text frames with a `type` (docs/portal.md,
+"Portal Connect"). Built here, so that the shapes are written down once."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+# A bad or missing agent key when the handshake could not be refused before the upgrade.
+CLOSE_UNAUTHORIZED = 4401
+# Frames of a reply, from the agent; `error` also comes from the portal itself.
+REPLY_TYPES = frozenset({"start", "data", "end", "error"})
+
+
+def hello(agent_id: uuid.UUID, agent_name: str, public_url: str, connection_id: uuid.UUID) -> str:
+    return _dump(
+        {
+            "type": "hello",
+            "agent_id": str(agent_id),
+            "agent_name": agent_name,
+            "public_url": public_url,
+            "connection_id": str(connection_id),
+        }
+    )
+
+
+def request(request_id: str, assertion: str, body: dict[str, Any]) -> str:
+    return _dump({"type": "request", "id": request_id, "assertion": assertion, "body": body})
+
+
+def cancel(request_id: str) -> str:
+    return _dump({"type": "cancel", "id": request_id})
+
+
+PONG = '{"type":"pong"}'
+
+
+def error(request_id: str, status: int, message: str, code: str) -> dict[str, Any]:
+    """A reply's failure as a frame (the portal's own carry a `code` too)."""
+    return {"type": "error", "id": request_id, "status": status, "message": message, "code": code}
+
+
+def parse(text: str) -> dict[str, Any] | None:
+    """A frame from the agent, or None for anything that is not a JSON object with a type."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get("type"), str):
+        return None
+    return found
+
+
+def _dump(message: dict[str, Any]) -> str:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,212 @@
+"""The relay: a request for an agent goes to one of its connections, here or (PostgreSQL)
+at the process that holds one, and its reply frames come back to the caller.
+
+In this process, requests go round the agent's live connections. With none here, on
+PostgreSQL, the directory names the processes that hold one, and the request travels over
+the bus (LISTEN/NOTIFY) to one of them, which relays it as its own and sends each reply
+frame back the same way. On SQLite the portal is one process, and there is no bus.
+
+The bus and the heartbeat start with the first connection (or the first request relayed
+elsewhere): a process that never holds one touches nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from ..errors import PortalError
+from ..settings import PortalSettings
+from . import protocol
+from .bus import Bus
+from .directory import HEARTBEAT, Directory, Holder
+from .live import LiveConnection, Registry, Reply
+
+log = logging.getLogger("webagents.portal.connect")
+
+
+class AgentOffline(PortalError):
+    status = 503
+    code = "agent_offline"
+
+
+def offline(agent_name: str) -> AgentOffline:
+    return AgentOffline(
+        f"the agent {agent_name!r} is not connected to the portal now: its owner must run "
+        "`webagents serve` (or `webagents daemon`) in the agent's published folder"
+    )
+
+
+class Relay:
+    # Bounded waits: for the start of a reply, then between its frames.
+    first_frame_timeout: float = 60.0
+    idle_timeout: float = 300.0
+
+    def __init__(self, sessions: sessionmaker[Session], settings: PortalSettings) -> None:
+        self.process_id = uuid.uuid4()
+        self.registry = Registry()
+        self.directory = Directory(sessions, self.process_id)
+        self._settings = settings
+        self._bus: Bus | None = None
+        self._bus_lock = asyncio.Lock()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._waiting: dict[str, Reply] = {}  # requests of ours answered by another process
+        self._serving: dict[str, LiveConnection] = {}  # another process's requests, here
+
+    @property
+    def spans_processes(self) -> bool:
+        return not self._settings.is_sqlite
+
+    async def stop(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self.directory.forget_process)
+        if self._bus is not None:
+            await self._bus.stop()
+
+    # The agents' side -------------------------------------------------------------------
+
+    async def connected(self, connection: LiveConnection) -> None:
+        if self.spans_processes:  # listening before any process can learn of this one
+            await self._ensure_bus()
+        self.registry.add(connection)
+        await asyncio.to_thread(self.directory.add, connection.id, connection.agent_id)
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(self._beat(), name="connect-heartbeat")
+
+    async def disconnected(self, connection: LiveConnection) -> None:
+        self.registry.remove(connection)
+        connection.drop()
+        with contextlib.suppress(Exception):  # the heartbeat's staleness covers a failure
+            await asyncio.to_thread(self.directory.remove, connection.id)
+
+    # The callers' side ------------------------------------------------------------------
+
+    async def send(
+        self, agent_id: uuid.UUID, agent_name: str, assertion: str, body: dict[str, Any]
+    ) -> Reply:
+        """Relay a request; its Reply (an AgentOffline when no connection is anywhere)."""
+        request_id = uuid.uuid4().hex
+        connection = self.registry.pick(agent_id)
+        if connection is not None:
+            held = connection
+            reply = Reply(request_id, lambda: held.cancel(request_id))
+            held.open(request_id, assertion, body, reply.put)
+            return reply
+        if self.spans_processes:
+            holders = await asyncio.to_thread(self.directory.holders, agent_id)
+            if holders:
+                return await self._send_elsewhere(
+                    random.choice(holders), request_id, agent_id, assertion, body
+                )
+        raise offline(agent_name)
+
+    async def _send_elsewhere(
+        self,
+        holder: Holder,
+        request_id: str,
+        agent_id: uuid.UUID,
+        assertion: str,
+        body: dict[str, Any],
+    ) -> Reply:
+        bus = await self._ensure_bus()
+
+        def cancel() -> None:
+            if self._waiting.pop(request_id, None) is not None:
+                bus.post(holder.process_id, {"kind": "cancel", "id": request_id})
+
+        async def still_there() -> bool:
+            live = await asyncio.to_thread(self.directory.is_live, holder)
+            if not live:
+                self._waiting.pop(request_id, None)
+            return live
+
+        reply = Reply(request_id, cancel, still_there)
+        self._waiting[request_id] = reply
+        bus.post(
+            holder.process_id,
+            {
+                "kind": "request",
+                "id": request_id,
+                "from": str(self.process_id),
+                "agent_id": str(agent_id),
+                "connection_id": str(holder.connection_id),
+                "assertion": assertion,
+                "body": body,
+            },
+        )
+        return reply
+
+    # Between processes ------------------------------------------------------------------
+
+    async def _ensure_bus(self) -> Bus:
+        async with self._bus_lock:
+            if self._bus is None:
+                bus = Bus(self._settings.database_url, self.process_id, self._on_bus)
+                await bus.start()
+                self._bus = bus
+            return self._bus
+
+    def _on_bus(self, message: dict[str, Any]) -> None:
+        kind, request_id = message.get("kind"), message.get("id")
+        if not isinstance(request_id, str):
+            return
+        if kind == "frame":
+            frame = message.get("frame")
+            reply = self._waiting.get(request_id)
+            if reply is not None and isinstance(frame, dict):
+                if frame.get("type") in ("end", "error"):
+                    del self._waiting[request_id]
+                reply.put(frame)
+        elif kind == "cancel":
+            serving = self._serving.pop(request_id, None)
+            if serving is not None:
+                serving.cancel(request_id)
+        elif kind == "request":
+            self._serve_for_another(request_id, message)
+
+    def _serve_for_another(self, request_id: str, message: dict[str, Any]) -> None:
+        bus = self._bus
+        assert bus is not None
+        try:
+            origin = uuid.UUID(str(message["from"]))
+            agent_id = uuid.UUID(str(message["agent_id"]))
+            wanted = uuid.UUID(str(message["connection_id"]))
+        except (KeyError, ValueError):
+            return
+        connection = self.registry.get(wanted)
+        if connection is None or connection.agent_id != agent_id or connection.closed:
+            connection = self.registry.pick(agent_id)
+        if connection is None:
+            refusal = protocol.error(
+                request_id, 503, offline("this agent").message, AgentOffline.code
+            )
+            bus.post(origin, {"kind": "frame", "id": request_id, "frame": refusal})
+            return
+        held = connection
+
+        def back(frame: dict[str, Any]) -> None:
+            if frame.get("type") in ("end", "error"):
+                self._serving.pop(request_id, None)
+            bus.post(origin, {"kind": "frame", "id": request_id, "frame": frame})
+
+        self._serving[request_id] = held
+        body = message.get("body")
+        assertion = str(message.get("assertion", ""))
+        held.open(request_id, assertion, body if isinstance(body, dict) else {}, back)
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT.total_seconds())
+            try:
+                await asyncio.to_thread(self.directory.renew)
+            except Exception as exc:
+                log.warning("connect: renewing this process's connections failed (%s)", exc)

@@ -1,0 +1,179 @@
+"""All SQL of the memory store but search's (search.py), scoped to one agent.
+
+A `MemoryStore` is made in one of two ways only: for the agent, from the AgentScope its key
+was verified as; or for its owner, from an AccountScope and the agent's id (404 unless that
+account owns the agent). Every query starts from the store's agent, so none can run for no
+agent or for every agent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy import Select, delete, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from ..accounts.scope import AccountScope, AgentScope, require_agent_scope, require_scope
+from ..db.tables import Agent, MemoryEntry, MemoryFeed, MemoryVector, MemoryVersion
+from ..errors import NotFound
+
+_MADE_HERE = object()
+
+
+class MemoryStore:
+    """One agent's entries, versions and change feed."""
+
+    def __init__(self, session: Session, agent_id: uuid.UUID, _made: object = None) -> None:
+        if _made is not _MADE_HERE:
+            raise TypeError("a MemoryStore is made by MemoryStore.for_agent or .for_owner")
+        self.session = session
+        self.agent_id = agent_id
+
+    @classmethod
+    def for_agent(cls, session: Session, scope: AgentScope) -> MemoryStore:
+        return cls(session, require_agent_scope(scope).agent_id, _MADE_HERE)
+
+    @classmethod
+    def for_owner(cls, session: Session, scope: AccountScope, agent_id: uuid.UUID) -> MemoryStore:
+        owner = require_scope(scope)
+        found = session.scalar(
+            select(Agent.id).where(Agent.id == agent_id, Agent.user_id == owner.user_id)
+        )
+        if found is None:
+            raise NotFound("you have no such agent on this portal: see your agents' list")
+        return cls(session, found, _MADE_HERE)
+
+    # The change feed: each change takes the next cursor under the feed row's lock.
+
+    def next_cursor(self) -> int:
+        """The next change number of this agent. The UPDATE locks the agent's feed row until
+        the transaction ends, so writers of one agent take turns and commit in cursor order
+        (SQLite's BEGIN IMMEDIATE already serializes every writer)."""
+        bump = (
+            update(MemoryFeed)
+            .where(MemoryFeed.agent_id == self.agent_id)
+            .values(last_cursor=MemoryFeed.last_cursor + 1)
+            .returning(MemoryFeed.last_cursor)
+        )
+        cursor = self.session.scalar(bump)
+        if cursor is None:
+            self._make_feed()
+            cursor = self.session.scalar(bump)
+        assert cursor is not None
+        return int(cursor)
+
+    def _make_feed(self) -> None:
+        values = {"agent_id": self.agent_id, "last_cursor": 0, "vectors_version": 0}
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(
+                postgresql.insert(MemoryFeed).values(values).on_conflict_do_nothing()
+            )
+        else:
+            self.session.execute(sqlite.insert(MemoryFeed).values(values).on_conflict_do_nothing())
+
+    def feed_state(self) -> tuple[int, int]:
+        """(last cursor, vectors version): what a cache of this agent's vectors depends on."""
+        found = self.session.execute(
+            select(MemoryFeed.last_cursor, MemoryFeed.vectors_version).where(
+                MemoryFeed.agent_id == self.agent_id
+            )
+        ).one_or_none()
+        return (int(found[0]), int(found[1])) if found is not None else (0, 0)
+
+    # Entries.
+
+    def _entries(self) -> Select[MemoryEntry]:
+        return select(MemoryEntry).where(MemoryEntry.agent_id == self.agent_id)
+
+    def _live(self) -> Select[MemoryEntry]:
+        return self._entries().where(MemoryEntry.deleted_at.is_(None))
+
+    def entry(self, namespace: str, key: str) -> MemoryEntry | None:
+        """The entry, a forgotten one (tombstone) included."""
+        return self.session.scalars(
+            self._entries().where(MemoryEntry.namespace == namespace, MemoryEntry.key == key)
+        ).one_or_none()
+
+    def live_entry(self, namespace: str, key: str) -> MemoryEntry | None:
+        found = self.entry(namespace, key)
+        return found if found is not None and found.deleted_at is None else None
+
+    def live_by_ids(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryEntry]:
+        if not ids:
+            return {}
+        rows = self.session.scalars(self._live().where(MemoryEntry.id.in_(ids)))
+        return {row.id: row for row in rows}
+
+    def add_entry(self, entry: MemoryEntry) -> None:
+        entry.agent_id = self.agent_id
+        self.session.add(entry)
+
+    def list_entries(
+        self,
+        namespaces: Sequence[str] | None,
+        *,
+        prefix: str | None,
+        exclude_source: str | None,
+        limit: int,
+    ) -> list[MemoryEntry]:
+        query = self._live()
+        if namespaces is not None:
+            query = query.where(MemoryEntry.namespace.in_(namespaces))
+        if prefix:
+            query = query.where(MemoryEntry.key.startswith(prefix, autoescape=True))
+        if exclude_source is not None:
+            query = query.where(MemoryEntry.source != exclude_source)
+        query = query.order_by(MemoryEntry.updated_at.desc(), MemoryEntry.key).limit(limit)
+        return list(self.session.scalars(query))
+
+    def namespaces(self) -> list[tuple[str, int]]:
+        """Each namespace with live entries, and how many (for the owner's pages)."""
+        rows = self.session.execute(
+            select(MemoryEntry.namespace, func.count())
+            .where(MemoryEntry.agent_id == self.agent_id, MemoryEntry.deleted_at.is_(None))
+            .group_by(MemoryEntry.namespace)
+            .order_by(MemoryEntry.namespace)
+        )
+        return [(str(name), int(count)) for name, count in rows]
+
+    def changes(
+        self, namespaces: Sequence[str] | None, since: int, upto: int, limit: int
+    ) -> list[MemoryEntry]:
+        """Entries (tombstones included) whose latest change is in (since, upto], by cursor."""
+        query = self._entries().where(MemoryEntry.cursor > since, MemoryEntry.cursor <= upto)
+        if namespaces is not None:
+            query = query.where(MemoryEntry.namespace.in_(namespaces))
+        return list(self.session.scalars(query.order_by(MemoryEntry.cursor).limit(limit)))
+
+    # Versions.
+
+    def add_version(self, version: MemoryVersion) -> None:
+        version.agent_id = self.agent_id
+        self.session.add(version)
+
+    def versions(self, entry_id: uuid.UUID) -> list[MemoryVersion]:
+        return list(
+            self.session.scalars(
+                select(MemoryVersion)
+                .where(MemoryVersion.agent_id == self.agent_id, MemoryVersion.entry_id == entry_id)
+                .order_by(MemoryVersion.cursor.desc())
+            )
+        )
+
+    def version(self, version_id: uuid.UUID) -> MemoryVersion | None:
+        return self.session.scalars(
+            select(MemoryVersion).where(
+                MemoryVersion.agent_id == self.agent_id, MemoryVersion.id == version_id
+            )
+        ).one_or_none()
+
+    # Vectors.
+
+    def drop_vector(self, entry_id: uuid.UUID) -> None:
+        self.session.execute(
+            delete(MemoryVector).where(
+                MemoryVector.agent_id == self.agent_id, MemoryVector.entry_id == entry_id
+            )
+        )

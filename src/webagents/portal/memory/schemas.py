@@ -1,0 +1,167 @@
+"""What the memory store takes in and gives out: SPEC P5's shapes, and the checks of
+namespaces, keys and sizes (the agent's own rules, so that a note the store keeps is one the
+agent's folder can hold)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, identity_is_nameable
+from ...skills.memory.layout import KEY_RULE, is_key
+from ..errors import BadInput, PortalError
+
+MAX_CONTENT_BYTES = 1_000_000
+MAX_DESCRIPTION_CHARS = 1000
+MAX_SOURCE_CHARS = 100
+MAX_SYNC_LINES = 500
+MAX_SYNC_BYTES = 8_000_000
+NAMESPACE_RULE = (
+    "a namespace is owner, shared, or caller:<identity> (as the agent names its callers: "
+    "caller:alice, caller:jwt:<issuer>#<id>, caller:channel:<type>:<id>)"
+)
+
+
+class TooLarge(PortalError):
+    status = 413
+    code = "too_large"
+
+
+def entry_id(agent_id: uuid.UUID, namespace: str, key: str) -> uuid.UUID:
+    """SPEC P5: the same id on every side that knows the agent, namespace and key."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"{agent_id}\n{namespace}\n{key}")
+
+
+def check_namespace(namespace: str) -> str:
+    if namespace in (OWNER_NAMESPACE, SHARED_NAMESPACE):
+        return namespace
+    identity = namespace.removeprefix("caller:")
+    if identity != namespace and identity_is_nameable(identity):
+        return namespace
+    raise BadInput(f"{namespace!r} is not a namespace: {NAMESPACE_RULE}", code="bad_namespace")
+
+
+def check_key(key: str) -> str:
+    if not is_key(key):
+        raise BadInput(f"{key!r} is not a valid key: {KEY_RULE}", code="bad_key")
+    return key
+
+
+def check_note(content: str, description: str, source: str) -> None:
+    size = len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONTENT_BYTES:
+        raise TooLarge(
+            f"the note's content is {size:,} bytes, over the store's {MAX_CONTENT_BYTES:,}: "
+            "split it into several notes"
+        )
+    if len(description) > MAX_DESCRIPTION_CHARS or "\n" in description:
+        raise BadInput(
+            f"a description is one line of at most {MAX_DESCRIPTION_CHARS} characters: "
+            "shorten it (the note's content holds the rest)",
+            code="bad_description",
+        )
+    if len(source) > MAX_SOURCE_CHARS:
+        raise BadInput(
+            f"source is at most {MAX_SOURCE_CHARS} characters (it names what wrote the note)",
+            code="bad_source",
+        )
+
+
+class EntryOut(BaseModel):
+    """SPEC P5's entry, and the hash of its content (our clients' precondition)."""
+
+    id: uuid.UUID
+    namespace: str
+    key: str
+    content: str
+    description: str
+    source: str
+    created_at: datetime
+    updated_at: datetime
+    content_sha256: str
+
+
+class SearchHit(EntryOut):
+    """An entry found by search, and how: `text` (full-text), `meaning` (semantic)."""
+
+    matched: list[Literal["text", "meaning"]]
+
+
+class PutIn(BaseModel):
+    """PUT's body. `content_sha256`: absent or null, no precondition; "" the entry must not
+    exist; a hash, the entry's current content must have it (else 409, nothing changed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agentId: str | None = None
+    namespace: str
+    key: str
+    content: str
+    description: str = ""
+    source: str = ""
+    at: datetime | None = None
+    content_sha256: str | None = None
+
+
+class SyncLineIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["put", "delete"]
+    id: uuid.UUID | None = None
+    namespace: str | None = None
+    key: str
+    content: str | None = None
+    description: str | None = None
+    source: str | None = None
+    at: datetime | None = None
+    content_sha256: str | None = None
+
+
+class SyncIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agentId: str | None = None
+    namespace: str
+    lines: list[SyncLineIn] = Field(max_length=MAX_SYNC_LINES)
+
+
+class SyncLineOut(BaseModel):
+    """A change of the feed; a delete's content and description are null."""
+
+    op: Literal["put", "delete"]
+    id: uuid.UUID
+    namespace: str
+    key: str
+    content: str | None
+    description: str | None
+    source: str
+    at: datetime
+    content_sha256: str | None
+    cursor: int
+
+
+class SyncPage(BaseModel):
+    lines: list[SyncLineOut]
+    cursor: int
+    more: bool
+
+
+class VersionOut(BaseModel):
+    """One kept change of an entry (P6), newest first in a history."""
+
+    id: uuid.UUID
+    entry_id: uuid.UUID
+    namespace: str
+    key: str
+    op: Literal["put", "delete"]
+    content: str
+    description: str
+    source: str
+    content_sha256: str
+    by: str
+    at: datetime
+    recorded_at: datetime
+    cursor: int

@@ -1,0 +1,234 @@
+"""Hybrid search of one agent's notes: full-text and semantic, merged by reciprocal rank
+fusion. The one place where the two databases differ in queries:
+
+- full-text: SQLite's FTS5 table `memory_fts` (narrowed to the agent inside FTS5, then to the
+  namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
+- semantic: the agent's stored vectors of the current model, narrowed to the namespaces in
+  SQL, ranked exactly by numpy dot products (the vectors are unit length: cosine). A process
+  keeps the matrices it loaded, each valid while the agent's feed (last cursor, vectors
+  version) is unchanged, so repeated searches do not reload them.
+
+pgvector: when PostgreSQL has the `vector` extension, its type and `<=>` would rank in the
+database; it is not installed where this was built and tested, so that branch is not written:
+stored vectors are ranked exactly on both databases.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import TextClause, Uuid, bindparam, text
+
+from ..embeddings import Embedder
+from ..errors import BadInput
+from .repository import MemoryStore
+from .schemas import SearchHit, check_namespace
+from .service import entry_out
+
+log = logging.getLogger("webagents.portal.memory")
+
+RRF_K = 60  # the usual constant of reciprocal rank fusion: 1 / (60 + rank)
+MAX_QUERY_WORDS = 32
+MAX_LIMIT = 100
+# Below this cosine a note is not counted as found by meaning (unrelated texts score near 0).
+MIN_SIMILARITY = 0.1
+_WORD = re.compile(r"\w+")
+
+Semantic = Literal["on", "off", "unavailable"]
+
+
+@dataclass(frozen=True)
+class SearchAnswer:
+    entries: list[SearchHit]
+    semantic: Semantic  # off: no embedder (--embeddings none); unavailable: it failed now
+
+
+def search(
+    store: MemoryStore,
+    query: str,
+    namespaces: Sequence[str] | None,
+    *,
+    limit: int = 10,
+    embedder: Embedder | None,
+) -> SearchAnswer:
+    words = [w.lower() for w in _WORD.findall(query)][:MAX_QUERY_WORDS]
+    if not words:
+        raise BadInput("q is empty: send the words to search for", code="empty_query")
+    wanted = sorted({check_namespace(n) for n in namespaces}) if namespaces is not None else None
+    size = max(1, min(limit, MAX_LIMIT))
+    pool = max(size * 3, 30)
+    by_text = _full_text(store, words, wanted, pool)
+    semantic: Semantic = "off"
+    by_meaning: list[uuid.UUID] = []
+    if embedder is not None:
+        try:
+            by_meaning = _by_meaning(store, embedder, query, wanted, pool)
+            semantic = "on"
+        except Exception:  # a model endpoint down: full-text still answers
+            log.warning("semantic search failed; answering with full-text only", exc_info=True)
+            semantic = "unavailable"
+    ranked = fuse([by_text, by_meaning])[:size]
+    found = store.live_by_ids(ranked)
+    text_set, meaning_set = set(by_text), set(by_meaning)
+    hits = [
+        SearchHit(
+            **entry_out(found[i]).model_dump(),
+            matched=_how(i, text_set, meaning_set),
+        )
+        for i in ranked
+        if i in found
+    ]
+    return SearchAnswer(entries=hits, semantic=semantic)
+
+
+def _how(
+    ident: uuid.UUID, by_text: set[uuid.UUID], by_meaning: set[uuid.UUID]
+) -> list[Literal["text", "meaning"]]:
+    how: list[Literal["text", "meaning"]] = []
+    if ident in by_text:
+        how.append("text")
+    if ident in by_meaning:
+        how.append("meaning")
+    return how
+
+
+def fuse(rankings: Sequence[Sequence[uuid.UUID]]) -> list[uuid.UUID]:
+    """Reciprocal rank fusion: each list gives 1 / (RRF_K + rank); ties keep first-seen order."""
+    scores: dict[uuid.UUID, float] = {}
+    for ranking in rankings:
+        for rank, ident in enumerate(ranking, 1):
+            scores[ident] = scores.get(ident, 0.0) + 1.0 / (RRF_K + rank)
+    order = {ident: n for n, ident in enumerate(scores)}
+    return sorted(scores, key=lambda i: (-scores[i], order[i]))
+
+
+def _full_text(
+    store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
+) -> list[uuid.UUID]:
+    if store.session.get_bind().dialect.name == "postgresql":
+        return _postgres_text(store, words, namespaces, limit)
+    return _sqlite_text(store, words, namespaces, limit)
+
+
+def _sqlite_text(
+    store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
+) -> list[uuid.UUID]:
+    # Each word quoted (a \w+ run holds no quote), any of them; bm25 ranks (FTS5's `rank`).
+    match = f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: (' + (
+        " OR ".join(f'"{w}"' for w in words) + ")"
+    )
+    where = "memory_fts MATCH :match"
+    params: dict[str, object] = {"match": match, "limit": limit}
+    query = f"SELECT entry_id FROM memory_fts WHERE {where}"
+    if namespaces is not None:
+        query += " AND namespace IN :namespaces"
+        params["namespaces"] = namespaces
+    statement = text(query + " ORDER BY rank LIMIT :limit")
+    if namespaces is not None:
+        statement = statement.bindparams(bindparam("namespaces", expanding=True))
+    return [uuid.UUID(str(row[0])) for row in store.session.execute(statement, params)]
+
+
+def _postgres_text(
+    store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
+) -> list[uuid.UUID]:
+    query = (
+        "SELECT id FROM memory_entries, websearch_to_tsquery('simple', :q) AS q "
+        "WHERE agent_id = :agent AND deleted_at IS NULL AND search_vector @@ q"
+    )
+    params: dict[str, object] = {"q": " or ".join(words), "agent": store.agent_id}
+    if namespaces is not None:
+        query += " AND namespace IN :namespaces"
+        params["namespaces"] = namespaces
+    statement = _typed(
+        text(query + " ORDER BY ts_rank(search_vector, q) DESC, id LIMIT :limit"), namespaces
+    )
+    params["limit"] = limit
+    return [row[0] for row in store.session.execute(statement, params)]
+
+
+def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
+    """The agent's id bound as a UUID (SQLite keeps it as hex text), the namespaces as a list."""
+    statement = statement.bindparams(bindparam("agent", type_=Uuid()))
+    if namespaces is not None:
+        statement = statement.bindparams(bindparam("namespaces", expanding=True))
+    return statement
+
+
+# Semantic: the agent's vectors of this model, in the asked namespaces, kept per process.
+
+Matrix = tuple[list[uuid.UUID], npt.NDArray[np.float32]]
+_CACHE_SIZE = 64
+_cache: OrderedDict[tuple[object, ...], tuple[tuple[int, int], Matrix]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _by_meaning(
+    store: MemoryStore,
+    embedder: Embedder,
+    query: str,
+    namespaces: list[str] | None,
+    limit: int,
+) -> list[uuid.UUID]:
+    ids, matrix = _matrix(store, embedder.name, embedder.dimensions, namespaces)
+    if not ids:
+        return []
+    wanted = np.asarray(embedder.embed([query])[0], dtype=np.float32)
+    scores = matrix @ wanted
+    top = min(limit, len(ids))
+    best = np.argpartition(-scores, top - 1)[:top]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [ids[int(i)] for i in best if scores[int(i)] >= MIN_SIMILARITY]
+
+
+def _matrix(
+    store: MemoryStore, model: str, dimensions: int, namespaces: list[str] | None
+) -> Matrix:
+    key = (store.agent_id, model, tuple(namespaces) if namespaces is not None else None)
+    state = store.feed_state()
+    with _cache_lock:
+        cached = _cache.get(key)
+        if cached is not None and cached[0] == state:
+            _cache.move_to_end(key)
+            return cached[1]
+    loaded = _load(store, model, dimensions, namespaces)
+    with _cache_lock:
+        _cache[key] = (state, loaded)
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return loaded
+
+
+def _load(store: MemoryStore, model: str, dimensions: int, namespaces: list[str] | None) -> Matrix:
+    query = (
+        "SELECT v.entry_id, v.vector FROM memory_vectors AS v "
+        "JOIN memory_entries AS e ON e.id = v.entry_id "
+        "WHERE v.agent_id = :agent AND v.model = :model AND e.deleted_at IS NULL"
+    )
+    params: dict[str, object] = {"agent": store.agent_id, "model": model}
+    if namespaces is not None:
+        query += " AND e.namespace IN :namespaces"
+        params["namespaces"] = namespaces
+    statement = _typed(text(query), namespaces)
+    # SQLite hands back the id as text, PostgreSQL as a UUID.
+    width = dimensions * 4
+    ids: list[uuid.UUID] = []
+    blobs: list[bytes] = []
+    for ident, blob in store.session.execute(statement, params):
+        if len(blob) == width:  # a vector of another size is due again anyway
+            ids.append(ident if isinstance(ident, uuid.UUID) else uuid.UUID(str(ident)))
+            blobs.append(bytes(blob))
+    if not ids:
+        return [], np.zeros((0, dimensions), dtype=np.float32)
+    matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), dimensions)
+    return ids, matrix
