@@ -408,3 +408,33 @@ def test_p5_search_without_embeddings_answers_full_text_and_says_semantic_is_off
         ("shared", "faq", ["text"])
     ]
     assert _search(api, agent, "puppy", "shared") == {"entries": [], "semantic": "off"}
+
+
+def test_p5_full_text_follows_every_change_of_a_note(api: TestClient, db: Session) -> None:
+    agent = publish(db)
+
+    def keys(q: str) -> list[str]:
+        return [e["key"] for e in _search(api, agent, q, "owner")["entries"]]
+
+    _put(api, agent, namespace="owner", key="n", content="alpha words")
+    assert (keys("alpha"), keys("beta")) == (["n"], [])
+    _put(api, agent, namespace="owner", key="n", content="beta words")
+    assert (keys("alpha"), keys("beta")) == ([], ["n"])
+    api.delete(URL, headers=agent.headers, params={"namespace": "owner", "key": "n"})
+    assert keys("beta") == []
+    _put(api, agent, namespace="owner", key="n", content="beta again", description="gamma")
+    assert (keys("beta"), keys("gamma"), keys("n")) == (["n"], ["n"], ["n"])
+
+
+def test_p5_search_keeps_to_the_asked_namespaces_whatever_their_characters(
+    api: TestClient, db: Session
+) -> None:
+    agent = publish(db)
+    odd = ['caller:o"brien', 'caller:o"brien x', "caller:jwt:https://id.example#o'brien"]
+    for namespace in odd:
+        _put(api, agent, namespace=namespace, key="note", content=f"tea for {namespace}")
+    for namespace in odd:
+        found = _search(api, agent, "tea", namespace)["entries"]
+        assert [e["namespace"] for e in found] == [namespace]
+    both = _search(api, agent, "tea", odd[0], odd[2])["entries"]
+    assert sorted(e["namespace"] for e in both) == sorted([odd[0], odd[2]])

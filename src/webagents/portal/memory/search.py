@@ -5,8 +5,9 @@ fusion. The one place where the two databases differ in queries:
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
 - semantic: the agent's stored vectors of the current model, narrowed to the namespaces in
   SQL, ranked exactly by numpy dot products (the vectors are unit length: cosine). A process
-  keeps the matrices it loaded, each valid while the agent's feed (last cursor, vectors
-  version) is unchanged, so repeated searches do not reload them.
+  keeps the matrices it loaded, each valid while the agent's vectors version is unchanged
+  (the embedding worker bumps it when it stores vectors): a put does not make it reload,
+  and a note forgotten meanwhile is left out when the found ids are read as live entries.
 
 pgvector: when PostgreSQL has the `vector` extension, its type and `<=>` would rank in the
 database; it is not installed where this was built and tested, so that branch is not written:
@@ -123,12 +124,15 @@ def _sqlite_text(
     store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
 ) -> list[uuid.UUID]:
     # Each word quoted (a \w+ run holds no quote), any of them; bm25 ranks (FTS5's `rank`).
-    match = f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: (' + (
-        " OR ".join(f'"{w}"' for w in words) + ")"
-    )
-    where = "memory_fts MATCH :match"
+    # The agent and the namespaces narrow inside FTS5 (a namespace as a phrase of its tokens,
+    # a superset), then the namespaces exactly.
+    match = f'agent_id:"{store.agent_id.hex}"'
+    if namespaces is not None:
+        phrases = " OR ".join(f'namespace:"{_quoted(n)}"' for n in namespaces)
+        match += f" AND ({phrases})"
+    match += " AND {key description content}: (" + " OR ".join(f'"{w}"' for w in words) + ")"
     params: dict[str, object] = {"match": match, "limit": limit}
-    query = f"SELECT entry_id FROM memory_fts WHERE {where}"
+    query = "SELECT entry_id FROM memory_fts WHERE memory_fts MATCH :match"
     if namespaces is not None:
         query += " AND namespace IN :namespaces"
         params["namespaces"] = namespaces
@@ -136,6 +140,11 @@ def _sqlite_text(
     if namespaces is not None:
         statement = statement.bindparams(bindparam("namespaces", expanding=True))
     return [uuid.UUID(str(row[0])) for row in store.session.execute(statement, params)]
+
+
+def _quoted(namespace: str) -> str:
+    """A namespace inside an FTS5 string: its double quotes doubled, as FTS5 reads them."""
+    return namespace.replace('"', '""')
 
 
 def _postgres_text(
@@ -168,7 +177,7 @@ def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
 
 Matrix = tuple[list[uuid.UUID], npt.NDArray[np.float32]]
 _CACHE_SIZE = 64
-_cache: OrderedDict[tuple[object, ...], tuple[tuple[int, int], Matrix]] = OrderedDict()
+_cache: OrderedDict[tuple[object, ...], tuple[int, Matrix]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
@@ -194,7 +203,7 @@ def _matrix(
     store: MemoryStore, model: str, dimensions: int, namespaces: list[str] | None
 ) -> Matrix:
     key = (store.agent_id, model, tuple(namespaces) if namespaces is not None else None)
-    state = store.feed_state()
+    _, state = store.feed_state()
     with _cache_lock:
         cached = _cache.get(key)
         if cached is not None and cached[0] == state:

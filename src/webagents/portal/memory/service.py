@@ -91,6 +91,11 @@ def get(store: MemoryStore, namespace: str, key: str) -> EntryOut | None:
     return entry_out(found) if found is not None else None
 
 
+def namespaces(store: MemoryStore) -> list[tuple[str, int]]:
+    """Each namespace with notes, and how many (the owner's pages list them)."""
+    return store.namespaces()
+
+
 def list_entries(
     store: MemoryStore,
     namespaces: Sequence[str] | None,

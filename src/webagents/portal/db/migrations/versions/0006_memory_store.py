@@ -144,11 +144,12 @@ def downgrade() -> None:
     op.drop_table("memory_entries")
 
 
-# The FTS5 table has the agent and the entry as indexed columns, so a trigger finds an entry's
-# row through the index (not by rowid, which a VACUUM may renumber) and a search narrows to
-# one agent inside FTS5; queries match the other columns with a column filter.
+# The FTS5 table has the agent, the entry and the namespace as indexed columns, so a trigger
+# finds an entry's row through the index (not by rowid, which a VACUUM may renumber) and a
+# search narrows to one agent and its namespaces inside FTS5; queries match the note's own
+# columns with a column filter.
 _SQLITE_UP = [
-    "CREATE VIRTUAL TABLE memory_fts USING fts5(entry_id, agent_id, namespace UNINDEXED, "
+    "CREATE VIRTUAL TABLE memory_fts USING fts5(entry_id, agent_id, namespace, "
     "key, description, content, tokenize = 'unicode61 remove_diacritics 2')",
     "CREATE TRIGGER memory_fts_insert AFTER INSERT ON memory_entries "
     "WHEN new.deleted_at IS NULL BEGIN "
