@@ -60,6 +60,7 @@ class FakePortal:
         self.server: Server | None = None
         self.connections: list[ServerConnection] = []
         self.attempts = 0
+        self.jwks_fetches = 0
         self.refuse: str | None = None
         """"status": 401 before the upgrade; "close": 4401 after it; "missing": no /ws (403)."""
         self.hello_agent_id: str | None = None
@@ -120,6 +121,7 @@ class FakePortal:
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path == "/.well-known/jwks.json":
+            self.jwks_fetches += 1
             answer = connection.respond(HTTPStatus.OK, json.dumps(self.jwks()))
             answer.headers = Headers({"Content-Type": "application/json"})
             answer.headers["Content-Length"] = str(len(answer.body))

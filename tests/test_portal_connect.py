@@ -22,6 +22,7 @@ from click.testing import CliRunner
 
 from tests.conftest import write_agent
 from tests.connect_portal import FakePortal, Reply, new_key
+from webagents.caller import Caller
 from webagents.cli import main
 from webagents.home import agent_key_file
 from webagents.model import ModelRequest
@@ -29,6 +30,7 @@ from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.server import connect as connect_module
 from webagents.server.connect import Connector, backoff
 from webagents.server.daemon import FolderHost
+from webagents.skills.auth import AuthSkill
 from webagents.testing import FunctionModel, _offline_reply
 
 KEY = "rak_test-agent-key"
@@ -153,6 +155,17 @@ async def test_p12_a_relayed_request_is_served_as_the_portal_user_or_the_owner(
         f"agent 'helper': connected to the portal {portal.url} (Portal Connect): callers reach "
         f"it at {portal.url}/agents/helper/chat/completions"
     ]
+
+
+async def test_p12_the_portals_keys_are_fetched_on_connecting_not_by_the_first_relay(
+    tmp_path: Path,
+) -> None:
+    async with served_agent(tmp_path) as agent:
+        portal = agent.portal
+        await _connected(portal)
+        await _until(lambda: portal.jwks_fetches == 1)
+        answers = [(await portal.relay(FRIDAY, portal.assertion())).status for _ in range(3)]
+    assert (answers, portal.jwks_fetches) == ([200, 200, 200], 1)
 
 
 async def test_a4_forged_relays_are_refused_with_401_and_never_served(tmp_path: Path) -> None:
@@ -419,3 +432,22 @@ async def test_p12_the_daemon_connects_each_published_agent_and_drops_a_removed_
         "beta": "beta",
     }
     assert targets == ["alpha"]
+
+
+async def test_a4_requests_arriving_together_share_one_fetch_of_the_portals_keys() -> None:
+    portal = FakePortal(str(uuid.uuid4()), KEY)  # not started: its keys are served here
+    fetched: list[str] = []
+
+    async def jwks(request: httpx.Request) -> httpx.Response:
+        fetched.append(str(request.url))
+        await asyncio.sleep(0.2)  # still on its way when the others ask
+        return httpx.Response(200, json=portal.jwks())
+
+    keys = AuthSkill.for_connect(portal.url, portal.agent_id)
+    keys._http = httpx.AsyncClient(transport=httpx.MockTransport(jwks))
+    callers = await asyncio.gather(
+        keys.warm(), *(keys.relayed_caller(portal.assertion(username=f"u{i}")) for i in range(3))
+    )
+    await keys.aclose()
+    assert callers[1:] == [Caller.verified(f"u{i}") for i in range(3)]
+    assert fetched == [f"{portal.url}/.well-known/jwks.json"]

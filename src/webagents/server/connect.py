@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import random
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -216,6 +217,8 @@ class AgentConnection:
         if served is not None and served.verifier.relay is None and is_agent_id(agent_id):
             # Connected with WEBAGENTS_AGENT_TOKEN and no link: the portal named the agent.
             served.verifier.relay = AuthSkill.for_connect(self.target.portal, str(agent_id))
+        if served is not None and served.verifier.relay is not None:
+            self._start_task(served.verifier.relay.warm(), "connect-keys")
         self.public_url = str(hello.get("public_url", ""))
         self._up_since = asyncio.get_running_loop().time()
         again = f" again after {tries} tries" if tries else ""
@@ -258,8 +261,11 @@ class AgentConnection:
                 if self._running.get(request.id) is request:
                     del self._running[request.id]
 
-        task = asyncio.create_task(answer(), name=f"relay-{request.id}")
-        self._tasks.add(task)
+        self._start_task(answer(), f"relay-{request.id}")
+
+    def _start_task(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)  # kept until done: the loop holds tasks only weakly
         task.add_done_callback(self._tasks.discard)
 
 

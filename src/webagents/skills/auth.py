@@ -21,6 +21,7 @@ no assertion.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -75,6 +76,7 @@ class AuthSkill(Skill[AuthSettings]):
         self.agent_id: str | None = None
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_at = -float("inf")
+        self._fetching: asyncio.Future[None] | None = None
         self._unreachable = False
         self._seen: dict[str, float] = {}  # the jti of each assertion taken: until when
         self._next_purge = 0.0
@@ -173,6 +175,17 @@ class AuthSkill(Skill[AuthSettings]):
             raise Unauthorized(f"{what} names a channel that is not a channel type")
         return Caller.channel(channel, username)  # the portal as the channel's bridge
 
+    async def warm(self) -> None:
+        """Fetch the portal's keys now if none are known (Portal Connect, once connected), so
+        that the first relayed request waits on no round trip to the portal. A failure is
+        logged and left for that request to try again."""
+        if self._keys:
+            return
+        try:
+            await self._fetch()
+        except VerifierUnavailable:
+            self._fetched_at = -float("inf")  # not counted against the next request's fetch
+
     def _forget_expired(self, now: float) -> None:
         if now < self._next_purge:
             return
@@ -215,7 +228,9 @@ class AuthSkill(Skill[AuthSettings]):
             return self._keys[kid]
         # An unknown kid may be a key the portal has just rotated in: fetch the JWKS again,
         # but not more often than every JWKS_REFETCH_SECONDS, whatever callers send.
-        if time.monotonic() - self._fetched_at >= JWKS_REFETCH_SECONDS:
+        if self._fetching is not None and not self._fetching.done():
+            await asyncio.shield(self._fetching)  # the fetch under way may bring it
+        elif time.monotonic() - self._fetched_at >= JWKS_REFETCH_SECONDS:
             await self._fetch()
         if isinstance(kid, str) and kid in self._keys:
             return self._keys[kid]
@@ -224,6 +239,14 @@ class AuthSkill(Skill[AuthSettings]):
         raise Unauthorized("the portal token is signed by a key the portal does not publish")
 
     async def _fetch(self) -> None:
+        """One fetch at a time: whoever needs the keys meanwhile waits for the one under way
+        (so that requests arriving together, or the first one beside `warm`, are not refused
+        for keys that are on their way)."""
+        if self._fetching is None or self._fetching.done():
+            self._fetching = asyncio.ensure_future(self._fetch_now())
+        await asyncio.shield(self._fetching)
+
+    async def _fetch_now(self) -> None:
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=10)
         url = f"{self.portal}/.well-known/jwks.json"
