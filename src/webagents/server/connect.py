@@ -140,9 +140,13 @@ class AgentConnection:
             except (OSError, WebSocketException, TimeoutError) as exc:
                 reason = _reason(exc)
             refused = False
-            loop = asyncio.get_running_loop()
-            if self._up_since is not None and loop.time() - self._up_since >= STEADY_SECONDS:
+            up_since = self._up_since
+            if (
+                up_since is not None
+                and asyncio.get_running_loop().time() - up_since >= STEADY_SECONDS
+            ):
                 tries = 0  # it was up a while: this is a new outage, and said once
+            if tries == 0 and up_since is not None:
                 self._say(
                     logging.WARNING,
                     "lost the connection to the portal %s (%s); reconnecting in the background "
