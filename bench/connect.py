@@ -68,7 +68,7 @@ def main() -> None:
             )
             processes.append(model)
             portal, portal_url = start(
-                [webagents, "portal", "serve", "--port", "0"],
+                [webagents, "portal", "serve", "--port", "0", "--embeddings", "none"],
                 env,
                 "webagents portal: serving at ",
                 logs / "portal.log",
@@ -92,6 +92,7 @@ def main() -> None:
             )
             processes.append(served)
             wait_for(logs / "serve.log", CONNECTED)
+            wait_for(logs / "portal.log", "GET /.well-known/jwks.json")  # the agent has the keys
             rows = []
             for concurrency in options.concurrency:
                 direct = asyncio.run(load(served_url, "bench", options.requests, concurrency))
