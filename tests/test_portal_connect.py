@@ -134,7 +134,7 @@ async def test_p12_a_relayed_request_is_served_as_the_portal_user_or_the_owner(
         owner = await portal.relay(owner_body, portal.assertion(tier="owner", username="alice"))
         stream = await portal.relay(
             {**FRIDAY, "stream": True, "metadata": {"session_id": "s1"}},
-            portal.assertion(username="carol", channel="telegram"),
+            portal.assertion(username="carol", channel="web"),
         )
         notes = agent.notes()
     assert (bob.status, bob.error, bob.json()["object"]) == (200, None, "chat.completion")
@@ -147,7 +147,7 @@ async def test_p12_a_relayed_request_is_served_as_the_portal_user_or_the_owner(
     events = [e for e in stream.text.split("\n\n") if e]
     assert events[-1] == "data: [DONE]" and all(e.startswith("data: ") for e in events)
     assert stream.headers["x-webagents-session"].startswith("kept"), stream.headers
-    assert sorted(notes) == ["caller:bob", "caller:channel:telegram:carol", "owner"]
+    assert sorted(notes) == ["caller:bob", "caller:carol", "owner"]
     assert ["it is Friday" in n for n in notes["caller:bob"]] == [True]
     assert ["x" in n for n in notes["owner"]] == [True]
     said = [r.getMessage() for r in caplog.records if r.name == "webagents.connect"]

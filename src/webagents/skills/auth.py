@@ -168,12 +168,9 @@ class AuthSkill(Skill[AuthSettings]):
         username = claims.get("username")
         if not isinstance(username, str) or not username:
             raise Unauthorized(f"{what} names no user")
-        channel = claims.get("channel")
-        if channel is None:
-            return Caller.verified(username)
-        if not isinstance(channel, str) or not channel or ":" in channel:
-            raise Unauthorized(f"{what} names a channel that is not a channel type")
-        return Caller.channel(channel, username)  # the portal as the channel's bridge
+        # `channel` (the portal's web chat box: "web") says where the user is, not who: the
+        # same portal user is the same caller, with the same notes, wherever they write from.
+        return Caller.verified(username)
 
     async def warm(self) -> None:
         """Fetch the portal's keys now if none are known (Portal Connect, once connected), so
