@@ -109,6 +109,17 @@ class AgentConnection:
         log.log(level, "agent %r: " + message, self.target.agent, *args)
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            # Stopped: its relays and its fetch of the keys end with it, before the agent's
+            # verifier is closed (a fetch left running would open a client nobody closes).
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run(self) -> None:
         tries = 0  # failed tries of the outage going on; 0: none
         refused = False
         while True:
