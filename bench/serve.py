@@ -42,7 +42,15 @@ def start(
     raise RuntimeError(f"{args[0]} did not start:\n{log.read_text(errors='replace')}")
 
 
-async def load(url: str, model: str, requests: int, concurrency: int) -> dict[str, float]:
+async def load(
+    url: str,
+    model: str,
+    requests: int,
+    concurrency: int,
+    *,
+    path: str = "/v1/chat/completions",
+    headers: dict[str, str] | None = None,
+) -> dict[str, float]:
     latencies: list[float] = []
     body = {**BODY, "model": model}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -51,9 +59,11 @@ async def load(url: str, model: str, requests: int, concurrency: int) -> dict[st
     transport = httpx.AsyncHTTPTransport(
         limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     )
-    async with httpx.AsyncClient(base_url=url, transport=transport, timeout=60) as client:
+    async with httpx.AsyncClient(
+        base_url=url, transport=transport, timeout=60, headers=headers
+    ) as client:
         for _ in range(min(20, requests)):  # warm up connections and caches
-            (await client.post("/v1/chat/completions", json=body)).raise_for_status()
+            (await client.post(path, json=body)).raise_for_status()
         remaining = requests
 
         async def worker() -> None:
@@ -61,7 +71,7 @@ async def load(url: str, model: str, requests: int, concurrency: int) -> dict[st
             while remaining > 0:
                 remaining -= 1
                 began = time.perf_counter()
-                response = await client.post("/v1/chat/completions", json=body)
+                response = await client.post(path, json=body)
                 latencies.append(time.perf_counter() - began)
                 response.raise_for_status()
 

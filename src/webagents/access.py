@@ -40,6 +40,9 @@ PORTAL_KEY_PREFIX = "rok_"
 """A portal user's API key, which the portal exchanges for a token to call an agent."""
 ANONYMOUS_TOKEN = "anonymous"
 """The bearer that says "no credential": `OpenAI(api_key="anonymous")`."""
+CONNECT_TYPE = "connect"
+"""The `typ` claim of a Portal Connect assertion (relayed requests only, see skills/auth.py)."""
+NOT_A_BEARER = "a Portal Connect assertion is not a bearer token for this agent"
 JWKS_TTL_SECONDS = 600.0
 JWKS_MIN_REFRESH_SECONDS = 30.0
 CLOCK_LEEWAY_SECONDS = 30
@@ -143,9 +146,26 @@ class PortalTokens(Protocol):
     async def aclose(self) -> None: ...
 
 
+class RelayAssertions(Protocol):
+    """Portal Connect's side (the `auth` skill's keys): the caller a relayed request's
+    assertion names; `Unauthorized` unless it verifies."""
+
+    portal: str | None
+    agent_id: str | None
+
+    async def relayed_caller(self, assertion: str) -> Caller: ...
+
+    async def warm(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class AccessVerifier:
     """Turns a request's credential into a `Caller`, by the agent's `access:` block and, with
     the `auth` skill, the tokens of the portal the agent is published on."""
+
+    relay: RelayAssertions | None = None
+    """Who verifies requests relayed over Portal Connect (a published agent's portal keys)."""
 
     def __init__(
         self,
@@ -205,6 +225,8 @@ class AccessVerifier:
             self._http = None
         if self._portal is not None:
             await self._portal.aclose()
+        if self.relay is not None and self.relay is not self._portal:  # type: ignore[comparison-overlap]
+            await self.relay.aclose()
 
     async def caller(self, authorization: str | None, headers: Mapping[str, str]) -> Caller:
         """The verified caller of a request; `Unauthorized` when a credential fails.
@@ -252,12 +274,23 @@ class AccessVerifier:
             )
         raise Unauthorized("the bearer token is not valid for this agent")
 
+    async def relayed_caller(self, assertion: object) -> Caller:
+        """The caller of a request relayed over Portal Connect, from its assertion alone (the
+        relayed request has no headers of its own); `Unauthorized` when it does not verify."""
+        if self.relay is None:
+            raise Unauthorized("this agent takes no relayed requests (it is not published)")
+        if not isinstance(assertion, str) or not assertion:
+            raise Unauthorized("a relayed request needs the portal's assertion")
+        return await self.relay.relayed_caller(assertion)
+
     async def _jwt_caller(self, token: str) -> Caller:
         try:
             header = jwt.get_unverified_header(token)
             claimed = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             raise Unauthorized("the bearer token is not a valid JWT") from None
+        if claimed.get("typ") == CONNECT_TYPE:  # whoever the issuer, it is for relays only
+            raise Unauthorized(NOT_A_BEARER)
         issuer = self._issuers.get(str(claimed.get("iss")))
         if issuer is None:
             raise Unauthorized("the token's issuer is not trusted by this agent")

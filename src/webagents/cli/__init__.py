@@ -186,6 +186,13 @@ def _server_options(fn: Any) -> Any:
         type=click.IntRange(1, 3600),
         help="Seconds an idle connection is kept open after a response.",
     )(fn)
+    fn = click.option(
+        "--connect/--no-connect",
+        default=None,
+        help="Portal Connect: open a connection to the portal and answer the callers it "
+        "relays (default: for a published agent); --connect also without a link, with "
+        "WEBAGENTS_AGENT_TOKEN; --no-connect serves locally only.",
+    )(fn)
     return profile_option(fn)
 
 

@@ -15,6 +15,7 @@ from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
 from ..server import AgentHost, ServedAgent, create_app
+from ..server.connect import AGENT_TOKEN_ENV, Connector, agent_key
 from ..server.connections import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
 from ..server.flood import AcceptErrors
 from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
@@ -72,7 +73,12 @@ def connection_guard(limits: ConnectionLimits) -> ConnectionGuard:
 
 
 def run_server(
-    host: AgentHost, sock: socket.socket, limits: ConnectionLimits, *, max_body_bytes: int
+    host: AgentHost,
+    sock: socket.socket,
+    limits: ConnectionLimits,
+    *,
+    max_body_bytes: int,
+    connector: Connector | None = None,
 ) -> None:
     logging.getLogger("webagents").setLevel(logging.INFO)
     logging.getLogger("asyncio").addFilter(AcceptErrors(file_limit()))
@@ -81,10 +87,20 @@ def run_server(
     for served in host.all():
         click.echo(f"  {served.describe_access()}")
         click.echo(f"  POST http://{shown}:{port}/agents/{served.name}/chat/completions")
+    if connector is not None:
+        for target in connector.targets():
+            click.echo(
+                f"  Portal Connect: agent {target.agent!r} connects to {target.portal} "
+                "(--no-connect serves locally only)"
+            )
     guard = connection_guard(limits)
     click.echo(f"webagents: serving at http://{shown}:{port}/v1 (Ctrl-C stops)", nl=True)
     config = uvicorn.Config(
-        create_app(host, max_body_bytes=max_body_bytes),
+        create_app(
+            host,
+            max_body_bytes=max_body_bytes,
+            connect=connector.run if connector is not None else None,
+        ),
         http=guard.protocol(),
         ws="none",  # the app has no WebSocket endpoint: Upgrade headers are ignored
         timeout_keep_alive=limits.keep_alive_timeout,
@@ -131,6 +147,7 @@ def serve_hosted(
     header_timeout: int,
     body_timeout: int,
     keep_alive_timeout: int,
+    connect: bool | None = None,
 ) -> None:
     """Load what `make_host` serves, bind, say what is served and how, and serve it."""
     try:
@@ -143,6 +160,11 @@ def serve_hosted(
         # The offline model keeps and lists notes when asked in these words (over HTTP too).
         has_memory = any(served.agent.skill("memory") is not None for served in hosted.all())
         click.echo(f"{OFFLINE_NOTICE}\n{OFFLINE_MEMORY_HINT}" if has_memory else OFFLINE_NOTICE)
+    # --connect without a link (WEBAGENTS_AGENT_TOKEN) names one agent: serve's, not a daemon's.
+    forced = bool(connect) and make_host is agent_host
+    connector = None if connect is False else Connector(hosted, forced=forced, profile=profile)
+    if connector is not None and forced:
+        check_connectable(connector)
     sock = bind(host, port)
     click.echo(banner)
     limits = ConnectionLimits(
@@ -151,4 +173,14 @@ def serve_hosted(
         body_timeout=body_timeout,
         keep_alive_timeout=keep_alive_timeout,
     )
-    run_server(hosted, sock, limits, max_body_bytes=max_body_mb * 1024 * 1024)
+    run_server(hosted, sock, limits, max_body_bytes=max_body_mb * 1024 * 1024, connector=connector)
+
+
+def check_connectable(connector: Connector) -> None:
+    """`serve --connect`: the agent can connect (a link or WEBAGENTS_AGENT_TOKEN), or why not."""
+    for target in connector.targets():
+        if agent_key(target.agent_id, connector.profile) is None:
+            raise ConfigError(
+                f"--connect: agent {target.agent!r} has no key for Portal Connect on this "
+                f"machine: run webagents publish in its folder, or set {AGENT_TOKEN_ENV}"
+            )

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import errno
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -40,6 +40,7 @@ from .openai_api import (
     requested_model,
     validate_request,
 )
+from .relay import relayed
 from .reply_headers import reply_headers
 from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
 
@@ -54,16 +55,28 @@ _OUT_OF_FILES = FloodLog(
 )
 
 
-def create_app(host: AgentHost, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    host: AgentHost,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    connect: Callable[[FastAPI], Coroutine[Any, Any, None]] | None = None,
+) -> FastAPI:
+    """`connect`: Portal Connect's connections (server/connect.py), run while serving; they
+    dispatch the requests the portal relays into this app."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        background = asyncio.create_task(host.run(), name="agent-host")
+        background = [asyncio.create_task(host.run(), name="agent-host")]
+        if connect is not None:
+            background.append(asyncio.create_task(connect(app), name="portal-connect"))
         try:
             yield
         finally:
-            background.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await background
+            for task in background:
+                task.cancel()
+            for task in background:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await host.aclose()
 
     app = FastAPI(title="webagents", version=__version__, lifespan=lifespan)
@@ -118,6 +131,8 @@ async def _agent(host: AgentHost, request: Request, name: str) -> ServedAgent:
     """The agent named `name`; else a 404 naming only the agents this caller may call (and a
     401 first, for a credential that no agent accepts)."""
     served = host.get(name)
+    if served is None and relayed(request.scope) is not None:
+        raise ApiError(404, f"agent {name!r} is no longer served here", "model_not_found")
     if served is None:
         listed = ", ".join(s.name for s in await _listed(host, request)) or "none"
         raise ApiError(
@@ -151,12 +166,21 @@ async def _listed(host: AgentHost, request: Request) -> list[ServedAgent]:
 
 
 async def _verify(served: ServedAgent, request: Request) -> Caller:
+    relay = relayed(request.scope)
+    if relay is not None:  # from Portal Connect: the portal's assertion alone names the caller
+        return await _checked(served.verifier.relayed_caller(relay.assertion))
     for header in ("authorization", "x-api-key", "api-key", CHANNEL_SENDER_HEADER):
         if len(request.headers.getlist(header)) > 1:
             # Two credentials would let whoever reads the other one disagree about the caller.
             raise ApiError(401, f"send one {header} header, not several", "invalid_credential")
+    return await _checked(
+        served.verifier.caller(request.headers.get("authorization"), request.headers)
+    )
+
+
+async def _checked(verifying: Awaitable[Caller]) -> Caller:
     try:
-        return await served.verifier.caller(request.headers.get("authorization"), request.headers)
+        return await verifying
     except Unauthorized as exc:
         raise ApiError(401, str(exc), "invalid_credential") from None
     except VerifierUnavailable as exc:

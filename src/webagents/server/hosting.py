@@ -11,8 +11,9 @@ from ..access import AccessVerifier
 from ..agent import Agent
 from ..agent_file import load_agent
 from ..caller import Caller, CallerKind
+from ..errors import ConfigError
 from ..model import Model
-from ..skills.auth import AuthSkill
+from ..skills.auth import AuthSkill, has_link
 
 log = logging.getLogger("webagents.server")
 
@@ -32,7 +33,9 @@ class ServedAgent:
         access = agent.spec.access if agent.spec is not None else None
         auth = agent.skill(AuthSkill.name)
         portal = auth if isinstance(auth, AuthSkill) else None
-        return cls(agent, AccessVerifier(access, portal=portal))
+        verifier = AccessVerifier(access, portal=portal)
+        verifier.relay = portal or _relay_keys(agent)
+        return cls(agent, verifier)
 
     @property
     def name(self) -> str:
@@ -55,6 +58,20 @@ class ServedAgent:
     async def aclose(self) -> None:
         await self.agent.aclose()
         await self.verifier.aclose()
+
+
+def _relay_keys(agent: Agent) -> AuthSkill | None:
+    """The portal keys that verify relayed requests for a published agent with no `auth`
+    skill: the auth skill's verifier, bound to the folder's link, not added to the agent."""
+    keys = AuthSkill()
+    try:
+        if not has_link(agent.info):
+            return None
+        keys.bind(agent.info)
+    except ConfigError as exc:
+        log.warning("agent %r cannot take relayed requests: %s", agent.name, exc)
+        return None
+    return keys
 
 
 class AgentHost:

@@ -1,0 +1,141 @@
+"""Requests per second and latency of a published agent reached through the portal and Portal
+Connect, beside the same agent served directly, measured in the same run.
+
+    .venv/bin/python bench/connect.py [--requests 600] [--concurrency 1 16]
+
+Real processes: the scripted model server, `webagents portal serve` (SQLite), and
+`webagents serve` of the agent after `webagents login --token` and `webagents publish`. The
+direct row calls the agent's own HTTP endpoint (anonymously: the agent has no access: block);
+the portal row calls `POST <portal>/agents/bench/chat/completions` with the owner's API key,
+which the portal relays over the agent's WebSocket. The difference between the rows is what
+the portal and Connect add: the portal's verification of the key, the assertion it signs and
+the agent verifies, and the relay's frames both ways.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from serve import load, start
+
+ROOT = Path(__file__).resolve().parents[1]
+CONNECTED = "connected to the portal"
+
+
+def run(args: list[str], env: dict[str, str], stdin: str = "") -> str:
+    done = subprocess.run(args, env=env, input=stdin, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:3])} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def wait_for(log: Path, text: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if text in log.read_text(errors="replace"):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"never said {text!r}:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    options = parser.parse_args()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WEBAGENTS_"))}
+    env.pop("ROBUTLER_API_URL", None)
+    webagents = str(Path(sys.executable).parent / "webagents")
+    processes: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        logs = Path(tmp)
+        env["WEBAGENTS_HOME"] = str(logs / "home")
+        try:
+            model, model_url = start(
+                [sys.executable, str(ROOT / "bench" / "_model_server.py")],
+                env,
+                "model server at ",
+                logs / "model.log",
+            )
+            processes.append(model)
+            portal, portal_url = start(
+                [webagents, "portal", "serve", "--port", "0", "--embeddings", "none"],
+                env,
+                "webagents portal: serving at ",
+                logs / "portal.log",
+            )
+            processes.append(portal)
+            run([webagents, "portal", "adduser", "bench"], env, stdin="bench-password-123\n")
+            key = run([webagents, "portal", "apikey", "bench"], env).strip().splitlines()[-1]
+            run([webagents, "login", "--portal", portal_url, "--token", key], env)
+            agent = logs / "bench"
+            agent.mkdir()
+            (agent / "AGENT.md").write_text(
+                "---\nname: bench\nmodel: openai/scripted\n---\nAnswer briefly.\n",
+                encoding="utf-8",
+            )
+            run([webagents, "publish", str(agent)], env)
+            served, served_url = start(
+                [webagents, "serve", str(agent), "--port", "0"],
+                {**env, "OPENAI_BASE_URL": f"{model_url}/v1"},
+                "webagents: serving at ",
+                logs / "serve.log",
+            )
+            processes.append(served)
+            wait_for(logs / "serve.log", CONNECTED)
+            wait_for(logs / "portal.log", "GET /.well-known/jwks.json")  # the agent has the keys
+            rows = []
+            for concurrency in options.concurrency:
+                direct = asyncio.run(load(served_url, "bench", options.requests, concurrency))
+                relayed = asyncio.run(
+                    load(
+                        portal_url,
+                        "bench",
+                        options.requests,
+                        concurrency,
+                        path="/agents/bench/chat/completions",
+                        headers={"Authorization": f"Bearer {key}"},
+                    )
+                )
+                rows.append((concurrency, direct, relayed))
+        except Exception:
+            for name in ("portal.log", "serve.log"):
+                if (logs / name).exists():
+                    said = (logs / name).read_text(errors="replace")[-3000:]
+                    print(f"--- {name}\n{said}", file=sys.stderr)
+            raise
+        finally:
+            for process in reversed(processes):
+                process.terminate()
+                process.wait(timeout=15)
+
+    print(
+        f"# bench/connect.py, {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{options.requests} requests per row\n"
+    )
+    print(
+        "| clients | agent served directly: req/s | p50 ms | p95 ms "
+        "| through the portal and Connect: req/s | p50 ms | p95 ms | added p50 ms "
+        "| throughput kept |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for concurrency, direct, relayed in rows:
+        print(
+            f"| {concurrency} | {direct['rps']:.0f} | {direct['p50']:.2f} | {direct['p95']:.2f} "
+            f"| {relayed['rps']:.0f} | {relayed['p50']:.2f} | {relayed['p95']:.2f} "
+            f"| {relayed['p50'] - direct['p50']:.2f} | {relayed['rps'] / direct['rps']:.0%} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

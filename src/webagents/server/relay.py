@@ -1,0 +1,154 @@
+"""One request the portal relays over Portal Connect, answered by the server's own app.
+
+The relayed request is dispatched into the ASGI app in this process, exactly as an HTTP
+request to `/agents/<name>/chat/completions` is, so it meets the same verifier, sessions and
+memory. Its identity travels in the ASGI scope's `extensions` (a `Relayed` value), which only
+code in this process can put there: no header or body a network caller sends can claim it.
+The app verifies the portal's assertion it carries (typ `connect`, this agent's audience, a
+new jti) and never reads a credential header for it. The reply goes back to the portal as
+start/data/end frames, as it is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.types import ASGIApp, Message, Scope
+
+log = logging.getLogger("webagents.connect")
+
+RELAY_EXTENSION = "webagents.relay"
+"""The key of a relayed request's `Relayed` in its ASGI scope's `extensions`."""
+CANCEL_GRACE_SECONDS = 5.0
+"""How long a cancelled request may take to stop by itself (it is told its caller left)
+before its task is cancelled outright."""
+_FORWARDED_HEADERS = ("content-type", "retry-after", "x-should-retry")
+
+Frame = dict[str, Any]
+SendFrame = Callable[[Frame], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """What the app knows of a relayed request's caller: the portal's assertion, unverified."""
+
+    assertion: str | None
+    request_id: str
+
+
+def relayed(scope: Scope) -> Relayed | None:
+    """The relay of a request dispatched by Portal Connect; None for a request of the network."""
+    extensions = scope.get("extensions") or {}
+    value = extensions.get(RELAY_EXTENSION)
+    return value if isinstance(value, Relayed) else None
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The reply headers the portal passes on: the content type, retry hints, X-Webagents-*."""
+    kept: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1").lower()
+        if name in _FORWARDED_HEADERS or name.startswith("x-webagents-"):
+            kept[name] = raw_value.decode("latin-1")
+    return kept
+
+
+class RelayedRequest:
+    """One relayed request: dispatched into `app`, its reply sent as frames with its id."""
+
+    def __init__(self, app: ASGIApp, agent: str, frame: Frame, send: SendFrame) -> None:
+        self.id = str(frame.get("id"))
+        assertion = frame.get("assertion")
+        self._relayed = Relayed(assertion if isinstance(assertion, str) else None, self.id)
+        self._body = orjson.dumps(frame.get("body"))
+        self._pending: bytes | None = self._body
+        self._app = app
+        self._agent = agent
+        self._send = send
+        self._cancelled = asyncio.Event()
+        self._started = False
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def cancel(self) -> None:
+        """The portal's caller went away: the app is told its client disconnected."""
+        self._cancelled.set()
+
+    async def run(self) -> None:
+        work = asyncio.ensure_future(self._dispatch())
+        stop = asyncio.ensure_future(self._cancelled.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not work.done():
+                # Told of the disconnect, the app stops the turn itself; this is the backstop.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(work), CANCEL_GRACE_SECONDS)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+            await asyncio.gather(work, stop, return_exceptions=True)
+
+    async def _dispatch(self) -> None:
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0", "spec_version": "2.3"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": f"/agents/{self._agent}/chat/completions",
+            "raw_path": f"/agents/{self._agent}/chat/completions".encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(self._body)).encode()),
+            ],
+            "client": None,
+            "server": None,
+            "extensions": {RELAY_EXTENSION: self._relayed},
+        }
+        try:
+            await self._app(scope, self._receive, self._reply)
+        except Exception as exc:  # the app's own handlers answered what they could
+            log.error("a relayed request failed", exc_info=exc)
+            await self._frame(
+                {"type": "error", "id": self.id, "status": 500, "message": "internal error"}
+            )
+
+    async def _receive(self) -> Message:
+        if self._pending is not None:
+            body, self._pending = self._pending, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self._cancelled.wait()
+        return {"type": "http.disconnect"}
+
+    async def _reply(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._started = True
+            await self._frame(
+                {
+                    "type": "start",
+                    "id": self.id,
+                    "status": int(message["status"]),
+                    "headers": _forwarded(list(message.get("headers", []))),
+                }
+            )
+        elif message["type"] == "http.response.body":
+            more = bool(message.get("more_body", False))
+            chunk = self._decoder.decode(bytes(message.get("body", b"")), final=not more)
+            if chunk:
+                await self._frame({"type": "data", "id": self.id, "chunk": chunk})
+            if not more:
+                await self._frame({"type": "end", "id": self.id})
+
+    async def _frame(self, frame: Frame) -> None:
+        if self._cancelled.is_set():
+            return  # nobody waits for it at the portal any more
+        await self._send(frame)
