@@ -17,7 +17,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from ..accounts.auth import ApiAgent, Db
+from ..accounts.auth import ApiAgent, ApiAgentReading, Db, ReadDb
 from ..accounts.scope import AgentScope
 from ..errors import BadInput, Forbidden
 from . import search as searching
@@ -74,8 +74,8 @@ def _woken(request: Request, db: Session) -> None:
 @router.get("/memory-scoped")
 def read(
     request: Request,
-    scope: ApiAgent,
-    db: Db,
+    scope: ApiAgentReading,
+    db: ReadDb,
     action: str,
     namespace: Namespaces = None,
     key: str | None = None,
