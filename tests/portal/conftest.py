@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from webagents.portal.accounts import service
 from webagents.portal.accounts.scope import AccountScope
 from webagents.portal.app import create_app
-from webagents.portal.db.engine import make_engine, request_session
+from webagents.portal.db.engine import make_engine, read_request_session, request_session
 from webagents.portal.db.migrate import upgrade
 from webagents.portal.settings import PortalSettings
 
@@ -80,6 +80,7 @@ def make_client(settings: PortalSettings, engine: Engine, db: Session) -> TestCl
         db.commit()
 
     app.dependency_overrides[request_session] = test_session
+    app.dependency_overrides[read_request_session] = test_session
     return TestClient(app, follow_redirects=False)
 
 

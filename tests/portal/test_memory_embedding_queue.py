@@ -186,3 +186,63 @@ def test_p5_a_write_wakes_the_worker_once_it_is_committed_and_a_refused_one_does
         assert pushed.status_code == 200, pushed.text
     assert wakes.seen == [["pets"], ["cars", "pets"]]
     assert uuid.UUID(str(agent.scope.agent_id))  # the agent the writes were for
+
+
+class Rounds(EmbeddingWorker):
+    """The real worker, counting its rounds (so a test knows its first look is over)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.rounds: list[int] = []
+        self.looked = threading.Event()
+
+    def run_once(self) -> int:
+        done = super().run_once()
+        self.rounds.append(done)
+        self.looked.set()
+        return done
+
+
+def test_p5_a_burst_of_writes_is_embedded_in_one_batch_after_the_wakes_settle(
+    engine: Engine,
+) -> None:
+    """Woken, the worker waits for the burst to settle (here: for `enough` wakes; the settle
+    time is out of reach) and embeds the notes together, not one model run per write."""
+    sessions = make_sessions(engine)
+    agent = _published(sessions)
+    embedder = SynonymEmbedder()
+    worker = Rounds(sessions, embedder, idle=3600, settle=3600, enough=3)
+    worker.start()
+    try:
+        assert worker.looked.wait(15), "the worker's first look never ran"
+        assert worker.rounds == [0]
+        for key, content in (("pets", "a puppy"), ("cars", "a sedan"), ("home", "a house")):
+            _put(sessions, agent, key, content)
+            worker.wake()
+        for _ in range(300):  # bounded: the third wake ends the wait at once
+            if embedder.calls:
+                break
+            threading.Event().wait(0.05)
+        assert embedder.calls == [["pets\n\na puppy", "cars\n\na sedan", "home\n\na house"]]
+    finally:
+        worker.stop()
+    assert not worker._thread.is_alive()
+    assert _vectors(sessions) == dict.fromkeys(("pets", "cars", "home"), (embedder.name, True))
+
+
+def test_p5_a_worker_stopped_while_writes_settle_leaves_them_due(engine: Engine) -> None:
+    """Nothing waits in memory: the notes a stopped worker had not embedded yet are still
+    due in the database, and the next worker (a restart) embeds them."""
+    sessions = make_sessions(engine)
+    agent = _published(sessions)
+    worker = Rounds(sessions, SynonymEmbedder(), idle=3600, settle=3600, enough=100)
+    worker.start()
+    assert worker.looked.wait(15), "the worker's first look never ran"
+    _put(sessions, agent, "pets", "a puppy")
+    worker.wake()
+    worker.stop()  # during the settle wait: it ends it
+    assert not worker._thread.is_alive()
+    assert worker.rounds == [0]
+    later = SynonymEmbedder()
+    assert _drain(EmbeddingWorker(sessions, later)) == [1]
+    assert _vectors(sessions) == {"pets": (later.name, True)}

@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from webagents.portal.app import create_app
-from webagents.portal.db.engine import request_session
+from webagents.portal.db.engine import read_request_session, request_session
 from webagents.portal.memory import retention, service
 from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore
@@ -115,6 +115,7 @@ def semantic_client(
         db.commit()
 
     app.dependency_overrides[request_session] = test_session
+    app.dependency_overrides[read_request_session] = test_session
     with TestClient(app, follow_redirects=False) as browser:
         yield browser
 

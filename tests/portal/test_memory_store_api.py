@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
 from webagents.portal.app import create_app
-from webagents.portal.db.engine import request_session
+from webagents.portal.db.engine import read_request_session, request_session
 from webagents.portal.db.tables import MemoryVersion
 from webagents.portal.settings import PortalSettings
 
@@ -41,6 +41,7 @@ def store_client(
         db.commit()
 
     app.dependency_overrides[request_session] = test_session
+    app.dependency_overrides[read_request_session] = test_session
     return TestClient(app)
 
 

@@ -16,7 +16,7 @@ from fastapi import Depends, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..db.engine import request_session
+from ..db.engine import read_request_session, request_session
 from ..db.tables import Agent, User
 from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
@@ -159,3 +159,13 @@ SignedIn = Annotated[AccountScope, Depends(browser_account)]
 ApiCaller = Annotated[AccountScope, Depends(api_account)]
 ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]
 ApiAgent = Annotated[AgentScope, Depends(api_agent)]
+
+# For endpoints that only read: the agent verified in the request's read-only transaction.
+ReadDb = Annotated[Session, Depends(read_request_session, scope="function")]
+
+
+def api_agent_reading(request: Request, db: ReadDb) -> AgentScope:
+    return agent_key_scope(db, request.headers.get("authorization"))
+
+
+ApiAgentReading = Annotated[AgentScope, Depends(api_agent_reading)]

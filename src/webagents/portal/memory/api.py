@@ -14,10 +14,11 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from ..accounts.auth import ApiAgent, Db
+from ..accounts.auth import ApiAgent, ApiAgentReading, Db, ReadDb
 from ..accounts.scope import AgentScope
 from ..errors import BadInput, Forbidden
 from . import search as searching
@@ -63,6 +64,12 @@ def _some(namespaces: list[str] | None) -> list[str]:
     return namespaces
 
 
+def _json(body: dict[str, Any]) -> JSONResponse:
+    """The answer as is: it is JSON-ready (model_dump(mode="json")), so FastAPI's second walk
+    over it (validating the return type, then jsonable_encoder) would only cost time."""
+    return JSONResponse(body)
+
+
 def _woken(request: Request, db: Session) -> None:
     """A write in this process: the embedding worker need not wait for its next look. Woken
     once the request's transaction commits: before, its read would not see the write yet."""
@@ -74,8 +81,8 @@ def _woken(request: Request, db: Session) -> None:
 @router.get("/memory-scoped")
 def read(
     request: Request,
-    scope: ApiAgent,
-    db: Db,
+    scope: ApiAgentReading,
+    db: ReadDb,
     action: str,
     namespace: Namespaces = None,
     key: str | None = None,
@@ -85,19 +92,19 @@ def read(
     q: str | None = None,
     since: Annotated[int, Query(ge=0)] = 0,
     agentId: str | None = None,
-) -> dict[str, Any]:
+) -> JSONResponse:
     _check_agent(scope, agentId)
     store = MemoryStore.for_agent(db, scope)
     if action == "get":
         if key is None:
             raise BadInput("action=get needs a key", code="bad_key")
         entry = service.get(store, _one(namespace), key)
-        return {"entry": entry.model_dump(mode="json") if entry is not None else None}
+        return _json({"entry": entry.model_dump(mode="json") if entry is not None else None})
     if action == "list":
         entries = service.list_entries(
             store, _some(namespace), limit=limit, prefix=prefix, exclude_source=excludeSource
         )
-        return {"entries": [e.model_dump(mode="json") for e in entries]}
+        return _json({"entries": [e.model_dump(mode="json") for e in entries]})
     if action == "search":
         answer = searching.search(
             store,
@@ -106,19 +113,21 @@ def read(
             limit=min(limit, searching.MAX_LIMIT),
             embedder=request.app.state.embedder,
         )
-        return {
-            "entries": [e.model_dump(mode="json") for e in answer.entries],
-            "semantic": answer.semantic,
-        }
+        return _json(
+            {
+                "entries": [e.model_dump(mode="json") for e in answer.entries],
+                "semantic": answer.semantic,
+            }
+        )
     if action == "sync":
-        return service.changes(store, namespace, since, limit).model_dump(mode="json")
+        return _json(service.changes(store, namespace, since, limit).model_dump(mode="json"))
     raise BadInput(f"action is one of {', '.join(_READS)} for GET (sync also for POST)")
 
 
 @router.put("/memory-scoped")
 def write(
     request: Request, scope: ApiAgent, db: Db, body: PutIn, agentId: str | None = None
-) -> dict[str, Any]:
+) -> JSONResponse:
     _check_agent(scope, agentId)
     _check_agent(scope, body.agentId)
     entry = service.put(
@@ -133,7 +142,7 @@ def write(
         by=service.BY_AGENT,
     )
     _woken(request, db)
-    return {"entry": entry.model_dump(mode="json")}
+    return _json({"entry": entry.model_dump(mode="json")})
 
 
 @router.delete("/memory-scoped")

@@ -145,18 +145,38 @@ def embed_due(db: Session, embedder: Embedder, limit: int = BATCH) -> int:
     return len(items)
 
 
+SETTLE_S = 0.2  # after a wake, how long writes may gather before they are embedded
+
+
 class EmbeddingWorker:
     """A thread that works the queue: it reads due entries in one short read-only
     transaction, embeds them outside any transaction, and stores the vectors in another. A
     write in this process wakes it (after its commit); otherwise it looks again every `idle`
-    seconds (writes of other processes), reading only the feed rows when nothing changed."""
+    seconds (writes of other processes), reading only the feed rows when nothing changed.
+
+    A wake is debounced: the worker waits `settle` seconds, or until `enough` writes woke it,
+    before it looks. Running the model at once for each note would take the CPU from the
+    requests that follow (a client writing a burst of notes), and one batch of many notes
+    costs little more than a batch of one. Nothing waits in memory: the queue stays the
+    database, so a stop during the wait loses nothing."""
 
     def __init__(
-        self, sessions: sessionmaker[Session], embedder: Embedder, *, idle: float = 2.0
+        self,
+        sessions: sessionmaker[Session],
+        embedder: Embedder,
+        *,
+        idle: float = 2.0,
+        settle: float = SETTLE_S,
+        enough: int = BATCH,
     ) -> None:
         self._sessions = sessions
         self._embedder = embedder
         self._idle = idle
+        self._settle = settle
+        self._enough = enough
+        self._pending = 0  # wakes since the last look
+        self._lock = threading.Lock()
+        self._full = threading.Event()  # `enough` wakes came: stop waiting
         # Per agent, the cursor up to which this process found every entry embedded: only
         # changes after it are looked at. Empty at start: every agent is checked from 0.
         self._checked: dict[uuid.UUID, int] = {}
@@ -169,10 +189,15 @@ class EmbeddingWorker:
         self._thread.start()
 
     def wake(self) -> None:
+        with self._lock:
+            self._pending += 1
+            if self._pending >= self._enough:
+                self._full.set()
         self._wake.set()
 
     def stop(self) -> None:
         self._stop.set()
+        self._full.set()
         self._wake.set()
         self._thread.join(timeout=30)
 
@@ -227,4 +252,8 @@ class EmbeddingWorker:
             if done:
                 continue
             wait = self._idle * min(2**failures, 32)  # back off while the model fails
-            self._wake.wait(wait)
+            if self._wake.wait(wait):
+                self._full.wait(self._settle)  # let a burst of writes join one batch
+            with self._lock:
+                self._pending = 0
+                self._full.clear()
