@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import write_agent
@@ -375,3 +376,92 @@ async def test_p7_notes_kept_before_portal_true_go_to_the_portal_at_the_first_sy
     assert again.sync is not None
     assert again.sync.sync_round() is True
     assert len(double.versions) == 4
+
+
+def refusing(double: MemoryDouble, status: int, message: str, word: str) -> None:
+    """The double refuses every write whose content holds `word` with `status`."""
+    handle = double.handle
+
+    def answer(request: Any) -> Any:
+        if request.method == "PUT" and word in json.loads(request.content)["content"]:
+            double.requests.append(f"PUT refused {status}")
+            return httpx.Response(status, json={"error": {"message": message}})
+        return handle(request)
+
+    double.handle = answer  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (400, "the content holds a NUL character, which the store cannot keep"),
+        (413, "the note's content is 1,100,005 bytes, over the store's 1,000,000"),
+    ],
+)
+async def test_review_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the_rest_goes_on(
+    tmp_path: Path,
+    double: MemoryDouble,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    message: str,
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    refusing(double, status, message, "POISON")
+    double.edit("owner", "news", "from the portal", "2026-01-01T00:00:00+00:00")
+    await use(skill, ALICE, "memory_write", key="pref", content="tea POISON please")
+    await use(skill, OWNER, "memory_write", key="plan", content="the owner's plan")
+    with caplog.at_level(logging.WARNING, logger="webagents.memory"):
+        assert skill.sync.sync_round() is True
+        assert skill.sync.sync_round() is True  # not tried again
+    assert double.requests.count(f"PUT refused {status}") == 1
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "news"): "from the portal",
+        ("owner", "plan"): "the owner's plan",
+    }
+    assert (await use(skill, OWNER, "memory_read", key="news"))["content"] == "from the portal"
+    assert outbox(tmp_path / "a") == []
+    folder = tmp_path / "a" / ".webagents" / "portal-sync"
+    refused = [json.loads(line) for line in (folder / "refused.jsonl").read_text().splitlines()]
+    assert [
+        (r["line"]["namespace"], r["line"]["key"], r["line"]["content"], r["message"])
+        for r in refused
+    ] == [("caller:alice@example.com", "pref", "tea POISON please", message)]
+    assert stat.S_IMODE((folder / "refused.jsonl").stat().st_mode) == 0o600
+    said = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert said == [
+        f"memory: the portal refused the write of caller:alice@example.com/pref for good ({status} "
+        f"{message}): it is set aside in {folder / 'refused.jsonl'} and the changes after it "
+        "go on; the note here is left as it is"
+    ]
+    at = refused[0]["at"]
+    assert skill.report(rights_of(ALICE)).splitlines()[-1] == (
+        f"refused by the portal, not synced: pref ({at}): {message}"
+    )
+    assert "refused" not in skill.report(rights_of(BOB))  # another caller's is not shown
+
+
+async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    answering = double.handle
+    refusing(double, 429, "too many requests: try again in a minute", "first")
+    await use(skill, OWNER, "memory_write", key="plan", content="the first plan")
+    await use(skill, OWNER, "memory_write", key="later", content="a later note")
+    assert skill.sync.sync_round() is False
+    assert skill.sync.sync_round() is False
+    assert double.entries == {}
+    assert [(c["key"], c["content"]) for c in outbox(tmp_path / "a")] == [
+        ("plan", "the first plan"),
+        ("later", "a later note"),
+    ]
+    assert not (tmp_path / "a/.webagents/portal-sync/refused.jsonl").exists()
+    double.handle = answering  # type: ignore[method-assign]  # the portal takes it again
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "plan"): "the first plan",
+        ("owner", "later"): "a later note",
+    }
+    assert [v["key"] for v in double.versions] == ["plan", "later"]

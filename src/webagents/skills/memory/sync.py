@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ToolError, WebAgentsError
-from ...portal_client import PortalClient, PortalUnreachable, StaleEntry
+from ...portal_client import PortalClient, PortalUnreachable, Refused, StaleEntry
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
 from .note_file import NoteFormatError
 from .notes import NoteStore
 from .rights import synced
-from .sync_files import PortalLink, SyncFiles, SyncState, entry_id, portal_hash
+from .sync_files import REFUSED, PortalLink, SyncFiles, SyncState, entry_id, portal_hash
 
 log = logging.getLogger("webagents.memory")
 
@@ -46,6 +46,10 @@ ALL = "*"
 SAVE_EVERY = 50
 """Pushed or pulled lines between saves of the state within a round (a crash in between
 resends or re-pulls them, which the content hashes make harmless)."""
+RETRIED = frozenset({408, 409, 429})
+"""The portal's refusals that a later round may see otherwise (too many requests, an entry
+changed meanwhile): the line waits, in order. Any other 4xx is for good: the line is set
+aside."""
 
 
 def _when(value: object) -> datetime:
@@ -211,16 +215,36 @@ class PortalSync:
                     for _, c in pending[n + 1 :]
                     if c.get("namespace") == namespace and c.get("key") == key
                 }
-                if change.get("op") == "put":
-                    self._push_put(client, state, change, later)
-                elif change.get("op") == "delete":
-                    self._push_delete(client, state, namespace, key)
+                try:
+                    if change.get("op") == "put":
+                        self._push_put(client, state, change, later)
+                    elif change.get("op") == "delete":
+                        self._push_delete(client, state, namespace, key)
+                except Refused as exc:
+                    if exc.status in RETRIED:
+                        raise
+                    self._set_aside(change, exc)
             state.offset = end
             if n % SAVE_EVERY == SAVE_EVERY - 1:
                 self.files.save(state)
         self.files.save(state)
         if pending:
             self.files.compact(state)
+
+    def _set_aside(self, change: dict[str, Any], exc: Refused) -> None:
+        """A line the portal refuses for good would block every line behind it (and the
+        pull) at every round: it is kept aside instead, said once, and shown in /memory."""
+        self.files.set_aside(change, str(exc), _now())
+        log.error(
+            "memory: the portal refused the %s of %s/%s for good (%s %s): it is set aside in "
+            "%s and the changes after it go on; the note here is left as it is",
+            "forget" if change.get("op") == "delete" else "write",
+            change.get("namespace"),
+            change.get("key"),
+            exc.status,
+            exc,
+            self.files.folder / REFUSED,
+        )
 
     def _push_put(
         self, client: PortalClient, state: SyncState, change: dict[str, Any], later: set[str]
@@ -495,5 +519,11 @@ class PortalSync:
         for c in conflicts[-5:]:
             lines.append(
                 f"conflict on {c['key']} ({c['at']}): kept {c['kept']}'s as current; {c['other']}"
+            )
+        refused = [r for r in self.files.refused() if r["line"].get("namespace") in allowed]
+        for r in refused[-5:]:
+            lines.append(
+                f"refused by the portal, not synced: {r['line'].get('key')} ({r.get('at')}): "
+                f"{r.get('message')}"
             )
         return lines
