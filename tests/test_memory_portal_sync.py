@@ -5,10 +5,12 @@ The same behaviours against the real portal are tests/portal/test_memory_sync_*.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -465,3 +467,54 @@ async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
         ("owner", "later"): "a later note",
     }
     assert [v["key"] for v in double.versions] == ["plan", "later"]
+
+
+@pytest.mark.parametrize("portal_change", ["edit", "forget"])
+async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
+    tmp_path: Path, double: MemoryDouble, portal_change: str
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    sync = skill.sync
+    assert sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="v1")
+    assert sync.sync_round() is True
+    older = "2026-01-01T00:00:00+00:00"
+    if portal_change == "edit":
+        double.edit("owner", "plan", "P (the portal's, older)", older)
+    else:
+        double._change("delete", double.entries.pop(("owner", "plan")), older)
+    read = sync._local
+    raced: list[Any] = []
+
+    def racing(namespace: str, key: str) -> tuple[bool, str | None]:
+        found = read(namespace, key)
+        if not raced:  # the model's memory_write lands right after the pull read the file
+            thread = threading.Thread(
+                target=lambda: raced.append(
+                    asyncio.run(use(skill, OWNER, "memory_write", key="plan", content="T"))
+                )
+            )
+            thread.start()
+            thread.join()
+        return found
+
+    sync._local = racing  # type: ignore[method-assign]
+    assert await asyncio.to_thread(sync.sync_round) is True
+    assert raced[0]["saved"] == "plan"  # acknowledged to the model
+    note = tmp_path / "a/.webagents/memory/owner/plan.md"
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == "T"
+    assert await asyncio.to_thread(sync.sync_round) is True
+    assert double.entries[("owner", "plan")]["content"] == "T"
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == "T"
+    assert note.exists()
+    other = (
+        "the portal's kept as a version in the portal"
+        if portal_change == "edit"
+        else "forgotten in the portal"
+    )
+    assert [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts] == [
+        ("plan", "this machine", other)
+    ]
+    count = len(double.versions)
+    assert await asyncio.to_thread(sync.sync_round) is True  # settled
+    assert len(double.versions) == count

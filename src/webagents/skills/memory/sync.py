@@ -33,8 +33,8 @@ from ...errors import ToolError, WebAgentsError
 from ...portal_client import PortalClient, PortalUnreachable, Refused, StaleEntry
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
-from .note_file import NoteFormatError
-from .notes import NoteStore
+from .note_file import Note, NoteFormatError
+from .notes import NoteChanged, NoteStore
 from .rights import synced
 from .sync_files import REFUSED, PortalLink, SyncFiles, SyncState, entry_id, portal_hash
 
@@ -67,6 +67,12 @@ def _as_local(value: object) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _as_read(local: str | None) -> Callable[[Note | None], bool]:
+    """The compare-and-swap of a pull's write: the note is still as `_local` read it (its
+    content hash, or None: no note), checked under the note store's lock."""
+    return lambda note: (portal_hash(note.content) if note is not None else None) == local
 
 
 def _put_line(namespace: str, key: str, content: str, description: str, at: str) -> dict[str, Any]:
@@ -452,7 +458,13 @@ class PortalSync:
                 str(line.get("description") or ""),
                 kind=kind,
                 updated=_as_local(line.get("at") or line.get("updated_at")),
+                expect=_as_read(local),
             )
+        except NoteChanged:
+            # Written here (a tool's write) since `_local` read it: that change is newer than
+            # this look, so it is pushed and settled against the portal's like any other.
+            self._changed_here(state, namespace, key)
+            return
         except (ToolError, OSError) as exc:
             log.warning("memory: the portal's %s/%s was not written here: %s", namespace, key, exc)
             return
@@ -469,7 +481,10 @@ class PortalSync:
             return
         if local is not None:
             try:
-                change = self.store.forget(namespace, key)
+                change = self.store.forget(namespace, key, expect=_as_read(local))
+            except NoteChanged:
+                self._changed_here(state, namespace, key)
+                return
             except (ToolError, OSError) as exc:
                 log.warning("memory: %s/%s was not forgotten here: %s", namespace, key, exc)
                 return
