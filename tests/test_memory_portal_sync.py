@@ -11,6 +11,7 @@ import logging
 import os
 import stat
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -469,15 +470,20 @@ async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
     assert [v["key"] for v in double.versions] == ["plan", "later"]
 
 
+async def synced_plan(tmp_path: Path, double: MemoryDouble) -> tuple[MemorySkill, PortalSync]:
+    """An agent whose owner's note `plan` ("v1") is in the portal too."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="v1")
+    assert skill.sync.sync_round() is True
+    return skill, skill.sync
+
+
 @pytest.mark.parametrize("portal_change", ["edit", "forget"])
 async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
     tmp_path: Path, double: MemoryDouble, portal_change: str
 ) -> None:
-    skill = synced_agent(tmp_path / "a", double)
-    sync = skill.sync
-    assert sync is not None
-    await use(skill, OWNER, "memory_write", key="plan", content="v1")
-    assert sync.sync_round() is True
+    skill, sync = await synced_plan(tmp_path, double)
     older = "2026-01-01T00:00:00+00:00"
     if portal_change == "edit":
         double.edit("owner", "plan", "P (the portal's, older)", older)
@@ -518,3 +524,34 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
     count = len(double.versions)
     assert await asyncio.to_thread(sync.sync_round) is True  # settled
     assert len(double.versions) == count
+
+
+@pytest.mark.parametrize("later", ["here", "portal"])
+async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_later_current(
+    tmp_path: Path, double: MemoryDouble, later: str
+) -> None:
+    skill, sync = await synced_plan(tmp_path, double)
+    double.up = False
+    await use(skill, OWNER, "memory_write", key="plan", content="A")
+    a_at = datetime.fromisoformat((await use(skill, OWNER, "memory_read", key="plan"))["updated"])
+    between = a_at + timedelta(microseconds=1)
+    portal_at = between.isoformat() if later == "here" else "2999-01-01T00:00:00+00:00"
+    double.edit("owner", "plan", "P", portal_at)
+    for _ in range(1000):  # B is written after the portal's edit (bounded, in microseconds)
+        if datetime.now(UTC) > between:
+            break
+    await use(skill, OWNER, "memory_write", key="plan", content="B")
+    double.up = True
+    for _ in range(3):
+        assert sync.sync_round() is True
+    winner = "B" if later == "here" else "P"
+    assert double.entries[("owner", "plan")]["content"] == winner
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == winner
+    assert double.versions_of("owner", "plan") == (
+        ["v1", "P", "A", "P", "B"] if later == "here" else ["v1", "P", "A", "P", "B", "P"]
+    )
+    assert [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts] == [
+        ("plan", "this machine", "the portal's kept as a version in the portal")
+        if later == "here"
+        else ("plan", "the portal", "this machine's kept as a version in the portal")
+    ]

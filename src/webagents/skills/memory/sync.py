@@ -274,7 +274,7 @@ class PortalSync:
                 # resend after a crash, applied once.
                 state.bases[ident] = found
                 return
-            self._conflict(client, state, entry, sha, current)
+            self._conflict(client, state, entry, sha, current, waiting=bool(later))
             return
         state.bases[ident] = sha
 
@@ -285,10 +285,15 @@ class PortalSync:
         entry: dict[str, Any],
         sha: str,
         current: dict[str, Any] | None,
+        *,
+        waiting: bool = False,
     ) -> None:
         """Both sides changed the entry since the last sync: the later stays current and the
         other becomes a version in the portal (pushed first). None: forgotten in the portal
-        meanwhile, and an edit beats a forget."""
+        meanwhile, and an edit beats a forget. `waiting`: a later outbox line of the same
+        entry is still to be pushed; the portal's is never written here then (that would put
+        an edit older than the newest here back in the file and then in the portal): this
+        line becomes a version, and the last line settles the entry against the portal's."""
         namespace, key = entry["namespace"], entry["key"]
         ident = entry_id(namespace, key)
         if current is None:
@@ -318,9 +323,19 @@ class PortalSync:
                 "at": current.get("updated_at"),
             }
             client.memory_put(again, content_sha256=sha)  # ours is kept as a version
+            kept, other = "the portal", "this machine's"
+            if waiting:
+                # The base stays as it was: the later line's push is then compared with
+                # the portal's (by when each was written) as a conflict of its own.
+                log.info(
+                    "memory: %s/%s changed in the portal since the last sync; an earlier "
+                    "edit here is kept as a version and a later one settles it",
+                    namespace,
+                    key,
+                )
+                return
             state.bases[ident] = theirs
             self._apply_put(state, namespace, key, again, theirs, force=True)
-            kept, other = "the portal", "this machine's"
         log.warning(
             "memory: conflict on %s/%s (changed here and in the portal since the last sync): "
             "kept %s version as current (the later one) and %s as a version in the portal",
