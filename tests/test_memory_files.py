@@ -655,3 +655,51 @@ async def test_m9_a_start_from_the_cache_checks_each_namespaces_files_at_first_u
         "plan"
     ]
     assert await use(second, ANONYMOUS, "memory_search", query="Lisbon") == []
+
+
+@pytest.mark.parametrize("flush", ["syncfs", "fsync each"])
+def test_m8_a_batch_write_keeps_each_notes_guarantees(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: str
+) -> None:
+    """write_many (the portal sync's page): private folders and files, atomic replacements,
+    the limits, and an unreadable file refused and left as it is while the others are
+    written; with syncfs(2) and where there is none (an fsync per file and folder)."""
+    from webagents import _files
+    from webagents.skills.memory.notes import Limits, Write
+
+    if flush == "fsync each":
+        monkeypatch.setattr(_files, "_syncfs", None)
+    store = NoteStore(tmp_path / "memory", caller_limits=Limits(notes=2))
+    store.write("owner", "kept", "old", "")
+    broken = tmp_path / "memory/owner/broken.md"
+    broken.write_bytes(b"---\ndescription: [unclosed\n---\nby hand")
+    alice = ALICE.namespace
+    writes = [
+        Write("owner", "kept", "new", "d", "note", "2026-01-01T00:00:00+00:00"),
+        Write("owner", "broken", "over it?", "", "note", "2026-01-01T00:00:00+00:00"),
+        Write(alice, "a1", "one", "", "note", "2026-01-01T00:00:00+00:00"),
+        Write(alice, "a2", "two", "", "note", "2026-01-01T00:00:00+00:00"),
+        Write(alice, "a3", "three", "", "note", "2026-01-01T00:00:00+00:00"),
+        Write("shared", "s", "for all", "", "episode", "2026-01-02T00:00:00+00:00"),
+    ]
+    results = store.write_many(writes)
+    refused = [(w.key, type(r).__name__) for w, r in zip(writes, results, strict=True)]
+    assert [k for k, kind in refused if kind != "Change"] == ["broken", "a3"]
+    assert all(isinstance(r, ToolError) for r in (results[1], results[4]))
+    assert broken.read_bytes() == b"---\ndescription: [unclosed\n---\nby hand"
+    for w in (writes[0], writes[2], writes[3], writes[5]):
+        note = store.read(w.namespace, w.key)
+        assert note is not None
+        assert (note.content, note.description, note.updated, note.kind) == (
+            w.content,
+            w.description,
+            w.updated,
+            w.kind,
+        )
+        path = store.folder(w.namespace) / f"{w.key}.md"
+        assert (_mode(path), _mode(path.parent)) == (0o600, 0o700)
+    assert not store.folder(alice).joinpath("a3.md").exists()
+    assert [p.name for p in (tmp_path / "memory").rglob("*.tmp")] == []
+    assert store.generation("owner") == 2  # one write, then the batch
+    with pytest.raises(ValueError, match="twice"):
+        store.write_many([writes[0], writes[0]])

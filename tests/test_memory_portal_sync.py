@@ -26,6 +26,7 @@ from webagents.errors import ConfigError
 from webagents.skills.memory import MemorySkill
 from webagents.skills.memory.rights import rights_of
 from webagents.skills.memory.sync import PortalSync
+from webagents.skills.memory.sync_files import SyncFiles
 
 
 @pytest.fixture
@@ -555,3 +556,79 @@ async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_la
         if later == "here"
         else ("plan", "the portal", "this machine's kept as a version in the portal")
     ]
+
+
+class _Crash(Exception):
+    """A crash of the sync, simulated at one point of a round."""
+
+
+@pytest.mark.parametrize("where", ["mid-rename", "before-the-state-is-saved"])
+async def test_p7_a_first_pull_cut_short_by_a_crash_resumes_without_loss_or_duplicates(
+    tmp_path: Path, double: MemoryDouble, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    double.page = 4
+    for n in range(10):
+        namespace = ("owner", "shared", "caller:alice@example.com")[n % 3]
+        double.edit(namespace, f"note-{n}", f"Note {n}.", f"2026-01-01T00:00:0{n}+00:00")
+    sync_folder = tmp_path / "a/.webagents/portal-sync"
+    calls = {"replace": 0}
+    real_replace, real_save = os.replace, SyncFiles.save
+
+    def replace(*args: Any, **kwargs: Any) -> None:
+        calls["replace"] += str(args[1]).endswith(".md")  # a note's rename
+        if where == "mid-rename" and calls["replace"] == 6:  # in the second page's batch
+            raise _Crash("the crash")
+        real_replace(*args, **kwargs)
+
+    def save(self: SyncFiles, state: Any) -> None:
+        if where == "before-the-state-is-saved" and state.cursors:
+            raise _Crash("the crash")  # the first page's notes are written, its cursor not
+        real_save(self, state)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(SyncFiles, "save", save)
+    assert skill.sync.sync_round() is False
+    written = sorted(p.name for p in (tmp_path / "a/.webagents/memory").rglob("*.md"))
+    assert len(written) == (5 if where == "mid-rename" else 4)
+    monkeypatch.setattr(os, "replace", real_replace)
+    monkeypatch.setattr(SyncFiles, "save", real_save)
+
+    assert skill.sync.sync_round() is True
+    memory = tmp_path / "a/.webagents/memory"
+    found = {
+        (p.parent.name, p.name): skill.store.load("x", p.name[:-3], p)[0].content
+        for p in memory.rglob("*.md")
+    }
+    assert sorted(found.values()) == sorted(f"Note {n}." for n in range(10))
+    assert [p.name for p in memory.rglob("*.tmp")] == []
+    assert outbox(tmp_path / "a") == []  # nothing pulled was taken for a change made here
+    assert len(double.versions) == 10  # and nothing was pushed back
+    state = json.loads((sync_folder / "state.json").read_text())
+    assert len(state["bases"]) == 10 and state["conflicts"] == []
+    for path in memory.rglob("*.md"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert skill.sync.sync_round() is True
+    assert len(double.versions) == 10
+
+
+async def test_p7_a_key_changed_twice_in_one_pull_page_ends_as_the_later_change(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    double.page = 100
+    double.edit("owner", "plan", "first", "2026-01-01T00:00:00+00:00")
+    double.edit("owner", "other", "kept", "2026-01-01T00:00:00+00:00")
+    double.edit("owner", "plan", "second", "2026-01-02T00:00:00+00:00")
+    double.edit("owner", "gone", "soon forgotten", "2026-01-02T00:00:00+00:00")
+    del double.entries[("owner", "gone")]
+    double._change("delete", {**double.versions[-1]}, "2026-01-03T00:00:00+00:00")
+    assert skill.sync.sync_round() is True
+    owner = tmp_path / "a/.webagents/memory/owner"
+    assert sorted(p.name for p in owner.glob("*.md")) == ["other.md", "plan.md"]
+    read = await use(skill, OWNER, "memory_read", key="plan")
+    assert (read["content"], read["updated"]) == ("second", "2026-01-02T00:00:00+00:00")
+    assert outbox(tmp_path / "a") == []

@@ -209,10 +209,14 @@ class PortalClient:
             query.append(("content_sha256", content_sha256))
         return bool(self._memory("DELETE", query)["forgotten"])
 
-    def memory_sync_pull(self, namespace: str | None, since: str | None) -> dict[str, Any]:
-        """The changes of a namespace (None: of all the agent's) after the cursor `since`:
-        `{lines, cursor, more}`."""
+    def memory_sync_pull(
+        self, namespace: str | None, since: str | None, limit: int | None = None
+    ) -> dict[str, Any]:
+        """The changes of a namespace (None: of all the agent's) after the cursor `since`, at
+        most `limit` (None: the portal's default): `{lines, cursor, more}`."""
         query = [("action", "sync")]
+        if limit is not None:
+            query.append(("limit", str(limit)))
         if namespace is not None:
             query.append(("namespace", namespace))
         if since is not None:

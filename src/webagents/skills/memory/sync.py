@@ -34,7 +34,7 @@ from ...portal_client import PortalClient, PortalUnreachable, Refused, StaleEntr
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
 from .note_file import Note, NoteFormatError
-from .notes import NoteChanged, NoteStore
+from .notes import NoteChanged, NoteStore, Write
 from .rights import synced
 from .sync_files import REFUSED, PortalLink, SyncFiles, SyncState, entry_id, portal_hash
 
@@ -44,8 +44,11 @@ SOURCE = "webagents"
 ALL = "*"
 """The cursor of the pull of every namespace at once."""
 SAVE_EVERY = 50
-"""Pushed or pulled lines between saves of the state within a round (a crash in between
-resends or re-pulls them, which the content hashes make harmless)."""
+"""Pushed lines between saves of the state within a round (a crash in between resends
+them, which the content hashes make harmless). A pull saves it once a page."""
+PAGE = 1000
+"""Changes asked for a pull page (the most the portal gives): each page's notes are written
+together and made durable with two flushes (`NoteStore.write_many`)."""
 RETRIED = frozenset({408, 409, 429})
 """The portal's refusals that a later round may see otherwise (too many requests, an entry
 changed meanwhile): the line waits, in order. Any other 4xx is for good: the line is set
@@ -391,27 +394,54 @@ class PortalSync:
             if namespace is not None and not synced(namespace):
                 continue
             where = namespace if namespace is not None else ALL
-            applied = 0
             while True:
-                page = client.memory_sync_pull(namespace, state.cursors.get(where))
+                page = client.memory_sync_pull(namespace, state.cursors.get(where), PAGE)
                 lines = page.get("lines") or []
+                batch: dict[str, tuple[Write, str]] = {}
                 for line in lines:
                     if not isinstance(line, dict):
                         continue
                     found = str(line.get("namespace"))
                     if synced(found) and namespace in (None, found):
-                        self._apply(state, line, waiting)
-                        applied += 1
+                        self._apply(state, line, waiting, batch)
+                self._write(state, batch)
                 cursor = page.get("cursor")
                 if cursor is not None:
                     state.cursors[where] = str(cursor)
-                if applied >= SAVE_EVERY:
+                if lines:  # once a page, after its notes are durable: a crash re-pulls it
                     self.files.save(state)
-                    applied = 0
                 if not page.get("more") or not lines:
                     break
 
-    def _apply(self, state: SyncState, line: dict[str, Any], waiting: set[str]) -> None:
+    def _write(self, state: SyncState, batch: dict[str, tuple[Write, str]]) -> None:
+        """A page's notes written together (`NoteStore.write_many`), then indexed."""
+        if not batch:
+            return
+        writes = [write for write, _ in batch.values()]
+        changes = self.store.write_many(writes)
+        for (ident, (write, sha)), change in zip(batch.items(), changes, strict=True):
+            if isinstance(change, NoteChanged):  # written here since it was read
+                self._changed_here(state, write.namespace, write.key)
+                continue
+            if isinstance(change, Exception):
+                log.warning(
+                    "memory: the portal's %s/%s was not written here: %s",
+                    write.namespace,
+                    write.key,
+                    change,
+                )
+                continue
+            self.index.record(write.namespace, write.key, change)
+            state.bases[ident] = sha
+        batch.clear()
+
+    def _apply(
+        self,
+        state: SyncState,
+        line: dict[str, Any],
+        waiting: set[str],
+        batch: dict[str, tuple[Write, str]],
+    ) -> None:
         namespace, key = str(line["namespace"]), str(line.get("key"))
         if not is_key(key):
             log.warning(
@@ -423,11 +453,13 @@ class PortalSync:
         ident = entry_id(namespace, key)
         if ident in waiting:
             return  # a change here is still to be pushed: its push settles it
+        if ident in batch:  # the key again in this page: its earlier line written first
+            self._write(state, batch)
         if line.get("op") == "delete":
             self._apply_delete(state, namespace, key)
         else:
             content = str(line.get("content") or "")
-            self._apply_put(state, namespace, key, line, portal_hash(content))
+            self._apply_put(state, namespace, key, line, portal_hash(content), batch=batch)
 
     def _local(self, namespace: str, key: str) -> tuple[bool, str | None]:
         """(readable, content hash or None when there is no note)."""
@@ -453,7 +485,9 @@ class PortalSync:
         sha: str,
         *,
         force: bool = False,
+        batch: dict[str, tuple[Write, str]] | None = None,
     ) -> None:
+        """Write the portal's note here (into `batch`, written at the page's end, if given)."""
         ident = entry_id(namespace, key)
         readable, local = self._local(namespace, key)
         if not readable:
@@ -465,15 +499,21 @@ class PortalSync:
             self._changed_here(state, namespace, key)
             return
         kind = "episode" if key.startswith(EPISODE_PREFIX) else "note"
+        write = Write(
+            namespace,
+            key,
+            str(line.get("content") or ""),
+            str(line.get("description") or ""),
+            kind,
+            _as_local(line.get("at") or line.get("updated_at")),
+            _as_read(local),
+        )
+        if batch is not None:
+            batch[ident] = (write, sha)
+            return
         try:
             change = self.store.write(
-                namespace,
-                key,
-                str(line.get("content") or ""),
-                str(line.get("description") or ""),
-                kind=kind,
-                updated=_as_local(line.get("at") or line.get("updated_at")),
-                expect=_as_read(local),
+                *write[:4], kind=kind, updated=write.updated, expect=write.expect
             )
         except NoteChanged:
             # Written here (a tool's write) since `_local` read it: that change is newer than
