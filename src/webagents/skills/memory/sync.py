@@ -12,6 +12,8 @@ with this machine entry by entry, in both directions.
 - Pull: each namespace's changes after its cursor, written through the same store code as the
   tools' writes (rights, atomic writes, the index), never over a file that cannot be read
   (reported instead) and never over a local change not yet pushed (the push resolves it).
+  A page's notes are made durable together (`NoteStore.write_many`) and only then is the
+  page's cursor saved: a crash mid-pull pulls the page again, which changes nothing written.
 - Conflicts (both sides changed an entry since the last sync: the precondition was stale and
   the portal holds neither this nor the base content): the later one (by its `at`) stays
   current, and the other is pushed first so the portal keeps it as a version. The log and
