@@ -5,13 +5,17 @@ The same behaviours against the real portal are tests/portal/test_memory_sync_*.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import stat
+import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import write_agent
@@ -376,6 +380,182 @@ async def test_p7_notes_kept_before_portal_true_go_to_the_portal_at_the_first_sy
     assert again.sync is not None
     assert again.sync.sync_round() is True
     assert len(double.versions) == 4
+
+
+def refusing(double: MemoryDouble, status: int, message: str, word: str) -> None:
+    """The double refuses every write whose content holds `word` with `status`."""
+    handle = double.handle
+
+    def answer(request: Any) -> Any:
+        if request.method == "PUT" and word in json.loads(request.content)["content"]:
+            double.requests.append(f"PUT refused {status}")
+            return httpx.Response(status, json={"error": {"message": message}})
+        return handle(request)
+
+    double.handle = answer  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (400, "the content holds a NUL character, which the store cannot keep"),
+        (413, "the note's content is 1,100,005 bytes, over the store's 1,000,000"),
+    ],
+)
+async def test_review_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the_rest_goes_on(
+    tmp_path: Path,
+    double: MemoryDouble,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    message: str,
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    refusing(double, status, message, "POISON")
+    double.edit("owner", "news", "from the portal", "2026-01-01T00:00:00+00:00")
+    await use(skill, ALICE, "memory_write", key="pref", content="tea POISON please")
+    await use(skill, OWNER, "memory_write", key="plan", content="the owner's plan")
+    with caplog.at_level(logging.WARNING, logger="webagents.memory"):
+        assert skill.sync.sync_round() is True
+        assert skill.sync.sync_round() is True  # not tried again
+    assert double.requests.count(f"PUT refused {status}") == 1
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "news"): "from the portal",
+        ("owner", "plan"): "the owner's plan",
+    }
+    assert (await use(skill, OWNER, "memory_read", key="news"))["content"] == "from the portal"
+    assert outbox(tmp_path / "a") == []
+    folder = tmp_path / "a" / ".webagents" / "portal-sync"
+    refused = [json.loads(line) for line in (folder / "refused.jsonl").read_text().splitlines()]
+    assert [
+        (r["line"]["namespace"], r["line"]["key"], r["line"]["content"], r["message"])
+        for r in refused
+    ] == [("caller:alice@example.com", "pref", "tea POISON please", message)]
+    assert stat.S_IMODE((folder / "refused.jsonl").stat().st_mode) == 0o600
+    said = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert said == [
+        f"memory: the portal refused the write of caller:alice@example.com/pref for good ({status} "
+        f"{message}): it is set aside in {folder / 'refused.jsonl'} and the changes after it "
+        "go on; the note here is left as it is"
+    ]
+    at = refused[0]["at"]
+    assert skill.report(rights_of(ALICE)).splitlines()[-1] == (
+        f"refused by the portal, not synced: pref ({at}): {message}"
+    )
+    assert "refused" not in skill.report(rights_of(BOB))  # another caller's is not shown
+
+
+async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    answering = double.handle
+    refusing(double, 429, "too many requests: try again in a minute", "first")
+    await use(skill, OWNER, "memory_write", key="plan", content="the first plan")
+    await use(skill, OWNER, "memory_write", key="later", content="a later note")
+    assert skill.sync.sync_round() is False
+    assert skill.sync.sync_round() is False
+    assert double.entries == {}
+    assert [(c["key"], c["content"]) for c in outbox(tmp_path / "a")] == [
+        ("plan", "the first plan"),
+        ("later", "a later note"),
+    ]
+    assert not (tmp_path / "a/.webagents/portal-sync/refused.jsonl").exists()
+    double.handle = answering  # type: ignore[method-assign]  # the portal takes it again
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "plan"): "the first plan",
+        ("owner", "later"): "a later note",
+    }
+    assert [v["key"] for v in double.versions] == ["plan", "later"]
+
+
+async def synced_plan(tmp_path: Path, double: MemoryDouble) -> tuple[MemorySkill, PortalSync]:
+    """An agent whose owner's note `plan` ("v1") is in the portal too."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="v1")
+    assert skill.sync.sync_round() is True
+    return skill, skill.sync
+
+
+@pytest.mark.parametrize("portal_change", ["edit", "forget"])
+async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
+    tmp_path: Path, double: MemoryDouble, portal_change: str
+) -> None:
+    skill, sync = await synced_plan(tmp_path, double)
+    older = "2026-01-01T00:00:00+00:00"
+    if portal_change == "edit":
+        double.edit("owner", "plan", "P (the portal's, older)", older)
+    else:
+        double._change("delete", double.entries.pop(("owner", "plan")), older)
+    read = sync._local
+    raced: list[Any] = []
+
+    def racing(namespace: str, key: str) -> tuple[bool, str | None]:
+        found = read(namespace, key)
+        if not raced:  # the model's memory_write lands right after the pull read the file
+            thread = threading.Thread(
+                target=lambda: raced.append(
+                    asyncio.run(use(skill, OWNER, "memory_write", key="plan", content="T"))
+                )
+            )
+            thread.start()
+            thread.join()
+        return found
+
+    sync._local = racing  # type: ignore[method-assign]
+    assert await asyncio.to_thread(sync.sync_round) is True
+    assert raced[0]["saved"] == "plan"  # acknowledged to the model
+    note = tmp_path / "a/.webagents/memory/owner/plan.md"
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == "T"
+    assert await asyncio.to_thread(sync.sync_round) is True
+    assert double.entries[("owner", "plan")]["content"] == "T"
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == "T"
+    assert note.exists()
+    other = (
+        "the portal's kept as a version in the portal"
+        if portal_change == "edit"
+        else "forgotten in the portal"
+    )
+    assert [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts] == [
+        ("plan", "this machine", other)
+    ]
+    count = len(double.versions)
+    assert await asyncio.to_thread(sync.sync_round) is True  # settled
+    assert len(double.versions) == count
+
+
+@pytest.mark.parametrize("later", ["here", "portal"])
+async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_later_current(
+    tmp_path: Path, double: MemoryDouble, later: str
+) -> None:
+    skill, sync = await synced_plan(tmp_path, double)
+    double.up = False
+    await use(skill, OWNER, "memory_write", key="plan", content="A")
+    a_at = datetime.fromisoformat((await use(skill, OWNER, "memory_read", key="plan"))["updated"])
+    between = a_at + timedelta(microseconds=1)
+    portal_at = between.isoformat() if later == "here" else "2999-01-01T00:00:00+00:00"
+    double.edit("owner", "plan", "P", portal_at)
+    for _ in range(1000):  # B is written after the portal's edit (bounded, in microseconds)
+        if datetime.now(UTC) > between:
+            break
+    await use(skill, OWNER, "memory_write", key="plan", content="B")
+    double.up = True
+    for _ in range(3):
+        assert sync.sync_round() is True
+    winner = "B" if later == "here" else "P"
+    assert double.entries[("owner", "plan")]["content"] == winner
+    assert (await use(skill, OWNER, "memory_read", key="plan"))["content"] == winner
+    assert double.versions_of("owner", "plan") == (
+        ["v1", "P", "A", "P", "B"] if later == "here" else ["v1", "P", "A", "P", "B", "P"]
+    )
+    assert [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts] == [
+        ("plan", "this machine", "the portal's kept as a version in the portal")
+        if later == "here"
+        else ("plan", "the portal", "this machine's kept as a version in the portal")
+    ]
 
 
 class _Crash(Exception):

@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -62,6 +62,8 @@ class Write(NamedTuple):
     description: str
     kind: str
     updated: str
+    expect: Callable[[Note | None], bool] | None = None
+    """As `write`'s: the note must still be as the writer read it (else NoteChanged)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,10 @@ class Change:
     state: FileState | None
     before: tuple[int, int]
     """The namespace's (generation, folder mtime) right before the change, under the lock."""
+
+
+class NoteChanged(Exception):
+    """A write or forget with `expect` found the note changed since the caller read it."""
 
 
 class NoteStore:
@@ -208,12 +214,15 @@ class NoteStore:
         kind: str = "note",
         create: bool = False,
         updated: str | None = None,
+        expect: Callable[[Note | None], bool] | None = None,
     ) -> Change:
         """Save a note (replacing one with the same key; with `create`, FileExistsError);
         `updated`: when it changed, for a note written elsewhere (the portal sync), else now.
 
         ToolError when the namespace's limits would be passed; `LinkRefused` when its folder,
-        its lock or the note is a link."""
+        its lock or the note is a link. `expect`: a compare-and-swap (the portal sync's write
+        of a note it read before): the note as it is under the lock must pass it, else
+        NoteChanged and nothing is written."""
         with self._locked(namespace) as (folder, dir_fd, lock_fd):
             name = f"{key}.md"
             existing = _lstat_at(dir_fd, name)
@@ -221,6 +230,7 @@ class NoteStore:
                 raise FileExistsError(folder / name)
             if existing is not None:
                 self._refuse_unreadable(namespace, key, dir_fd)
+            self._expect(namespace, key, dir_fd, expect)
             note = Note(namespace, key, content, one_line(description), updated or now(), kind)
             data = note.render().encode("utf-8")
             before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
@@ -263,7 +273,7 @@ class NoteStore:
                     for n in by_namespace[namespace]:
                         try:
                             done.append((n, self._stage(batch, dir_fd, before[0], writes[n])))
-                        except (ToolError, OSError) as exc:
+                        except (ToolError, OSError, NoteChanged) as exc:
                             results[n] = exc
                     staged.append((namespace, dir_fd, lock_fd, before, done))
                 infos = iter(batch.commit())
@@ -287,6 +297,7 @@ class NoteStore:
         existing = _lstat_at(dir_fd, name)
         if existing is not None:
             self._refuse_unreadable(w.namespace, w.key, dir_fd)
+        self._expect(w.namespace, w.key, dir_fd, w.expect)
         note = Note(w.namespace, w.key, w.content, one_line(w.description), w.updated, w.kind)
         data = note.render().encode("utf-8")
         version = generation, os.fstat(dir_fd).st_mtime_ns
@@ -298,17 +309,34 @@ class NoteStore:
             self._usage[w.namespace] = (generation, os.fstat(dir_fd).st_mtime_ns, count, total)
         return note
 
-    def forget(self, namespace: str, key: str) -> Change | None:
-        """Remove a note; None when there was none."""
+    def forget(
+        self, namespace: str, key: str, *, expect: Callable[[Note | None], bool] | None = None
+    ) -> Change | None:
+        """Remove a note; None when there was none. `expect` as for `write`."""
         with self._locked(namespace) as (_, dir_fd, lock_fd):
             name = f"{key}.md"
             if _lstat_at(dir_fd, name) is None:
                 return None
             self._refuse_unreadable(namespace, key, dir_fd)
+            self._expect(namespace, key, dir_fd, expect)
             before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
             os.unlink(name, dir_fd=dir_fd)
             generation = _bump(lock_fd, before[0])
             return Change(generation, os.fstat(dir_fd).st_mtime_ns, None, None, before)
+
+    def _expect(
+        self, namespace: str, key: str, dir_fd: int, expect: Callable[[Note | None], bool] | None
+    ) -> None:
+        """NoteChanged unless the note as it is now (read under the lock) passes `expect`."""
+        if expect is None:
+            return
+        try:
+            raw, info = read_plain(f"{key}.md", dir_fd=dir_fd)
+            note: Note | None = parse_note(raw, namespace=namespace, key=key, mtime=info.st_mtime)
+        except FileNotFoundError:
+            note = None
+        if not expect(note):
+            raise NoteChanged(self.folder(namespace) / f"{key}.md")
 
     def _refuse_unreadable(self, namespace: str, key: str, dir_fd: int) -> None:
         """A ToolError when the note's file cannot be read; `LinkRefused` when it is a link

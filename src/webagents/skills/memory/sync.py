@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ToolError, WebAgentsError
-from ...portal_client import PortalClient, PortalUnreachable, StaleEntry
+from ...portal_client import PortalClient, PortalUnreachable, Refused, StaleEntry
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
-from .note_file import NoteFormatError
-from .notes import NoteStore, Write
+from .note_file import Note, NoteFormatError
+from .notes import NoteChanged, NoteStore, Write
 from .rights import synced
-from .sync_files import PortalLink, SyncFiles, SyncState, entry_id, portal_hash
+from .sync_files import REFUSED, PortalLink, SyncFiles, SyncState, entry_id, portal_hash
 
 log = logging.getLogger("webagents.memory")
 
@@ -51,6 +51,10 @@ them, which the content hashes make harmless). A pull saves it once a page."""
 PAGE = 1000
 """Changes asked for a pull page (the most the portal gives): each page's notes are written
 together and made durable with two flushes (`NoteStore.write_many`)."""
+RETRIED = frozenset({408, 409, 429})
+"""The portal's refusals that a later round may see otherwise (too many requests, an entry
+changed meanwhile): the line waits, in order. Any other 4xx is for good: the line is set
+aside."""
 
 
 def _when(value: object) -> datetime:
@@ -68,6 +72,12 @@ def _as_local(value: object) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _as_read(local: str | None) -> Callable[[Note | None], bool]:
+    """The compare-and-swap of a pull's write: the note is still as `_local` read it (its
+    content hash, or None: no note), checked under the note store's lock."""
+    return lambda note: (portal_hash(note.content) if note is not None else None) == local
 
 
 def _put_line(namespace: str, key: str, content: str, description: str, at: str) -> dict[str, Any]:
@@ -216,16 +226,36 @@ class PortalSync:
                     for _, c in pending[n + 1 :]
                     if c.get("namespace") == namespace and c.get("key") == key
                 }
-                if change.get("op") == "put":
-                    self._push_put(client, state, change, later)
-                elif change.get("op") == "delete":
-                    self._push_delete(client, state, namespace, key)
+                try:
+                    if change.get("op") == "put":
+                        self._push_put(client, state, change, later)
+                    elif change.get("op") == "delete":
+                        self._push_delete(client, state, namespace, key)
+                except Refused as exc:
+                    if exc.status in RETRIED:
+                        raise
+                    self._set_aside(change, exc)
             state.offset = end
             if n % SAVE_EVERY == SAVE_EVERY - 1:
                 self.files.save(state)
         self.files.save(state)
         if pending:
             self.files.compact(state)
+
+    def _set_aside(self, change: dict[str, Any], exc: Refused) -> None:
+        """A line the portal refuses for good would block every line behind it (and the
+        pull) at every round: it is kept aside instead, said once, and shown in /memory."""
+        self.files.set_aside(change, str(exc), _now())
+        log.error(
+            "memory: the portal refused the %s of %s/%s for good (%s %s): it is set aside in "
+            "%s and the changes after it go on; the note here is left as it is",
+            "forget" if change.get("op") == "delete" else "write",
+            change.get("namespace"),
+            change.get("key"),
+            exc.status,
+            exc,
+            self.files.folder / REFUSED,
+        )
 
     def _push_put(
         self, client: PortalClient, state: SyncState, change: dict[str, Any], later: set[str]
@@ -249,7 +279,7 @@ class PortalSync:
                 # resend after a crash, applied once.
                 state.bases[ident] = found
                 return
-            self._conflict(client, state, entry, sha, current)
+            self._conflict(client, state, entry, sha, current, waiting=bool(later))
             return
         state.bases[ident] = sha
 
@@ -260,10 +290,15 @@ class PortalSync:
         entry: dict[str, Any],
         sha: str,
         current: dict[str, Any] | None,
+        *,
+        waiting: bool = False,
     ) -> None:
         """Both sides changed the entry since the last sync: the later stays current and the
         other becomes a version in the portal (pushed first). None: forgotten in the portal
-        meanwhile, and an edit beats a forget."""
+        meanwhile, and an edit beats a forget. `waiting`: a later outbox line of the same
+        entry is still to be pushed; the portal's is never written here then (that would put
+        an edit older than the newest here back in the file and then in the portal): this
+        line becomes a version, and the last line settles the entry against the portal's."""
         namespace, key = entry["namespace"], entry["key"]
         ident = entry_id(namespace, key)
         if current is None:
@@ -293,9 +328,19 @@ class PortalSync:
                 "at": current.get("updated_at"),
             }
             client.memory_put(again, content_sha256=sha)  # ours is kept as a version
+            kept, other = "the portal", "this machine's"
+            if waiting:
+                # The base stays as it was: the later line's push is then compared with
+                # the portal's (by when each was written) as a conflict of its own.
+                log.info(
+                    "memory: %s/%s changed in the portal since the last sync; an earlier "
+                    "edit here is kept as a version and a later one settles it",
+                    namespace,
+                    key,
+                )
+                return
             state.bases[ident] = theirs
             self._apply_put(state, namespace, key, again, theirs, force=True)
-            kept, other = "the portal", "this machine's"
         log.warning(
             "memory: conflict on %s/%s (changed here and in the portal since the last sync): "
             "kept %s version as current (the later one) and %s as a version in the portal",
@@ -377,6 +422,9 @@ class PortalSync:
         writes = [write for write, _ in batch.values()]
         changes = self.store.write_many(writes)
         for (ident, (write, sha)), change in zip(batch.items(), changes, strict=True):
+            if isinstance(change, NoteChanged):  # written here since it was read
+                self._changed_here(state, write.namespace, write.key)
+                continue
             if isinstance(change, Exception):
                 log.warning(
                     "memory: the portal's %s/%s was not written here: %s",
@@ -460,12 +508,20 @@ class PortalSync:
             str(line.get("description") or ""),
             kind,
             _as_local(line.get("at") or line.get("updated_at")),
+            _as_read(local),
         )
         if batch is not None:
             batch[ident] = (write, sha)
             return
         try:
-            change = self.store.write(*write[:4], kind=kind, updated=write.updated)
+            change = self.store.write(
+                *write[:4], kind=kind, updated=write.updated, expect=write.expect
+            )
+        except NoteChanged:
+            # Written here (a tool's write) since `_local` read it: that change is newer than
+            # this look, so it is pushed and settled against the portal's like any other.
+            self._changed_here(state, namespace, key)
+            return
         except (ToolError, OSError) as exc:
             log.warning("memory: the portal's %s/%s was not written here: %s", namespace, key, exc)
             return
@@ -482,7 +538,10 @@ class PortalSync:
             return
         if local is not None:
             try:
-                change = self.store.forget(namespace, key)
+                change = self.store.forget(namespace, key, expect=_as_read(local))
+            except NoteChanged:
+                self._changed_here(state, namespace, key)
+                return
             except (ToolError, OSError) as exc:
                 log.warning("memory: %s/%s was not forgotten here: %s", namespace, key, exc)
                 return
@@ -532,5 +591,11 @@ class PortalSync:
         for c in conflicts[-5:]:
             lines.append(
                 f"conflict on {c['key']} ({c['at']}): kept {c['kept']}'s as current; {c['other']}"
+            )
+        refused = [r for r in self.files.refused() if r["line"].get("namespace") in allowed]
+        for r in refused[-5:]:
+            lines.append(
+                f"refused by the portal, not synced: {r['line'].get('key')} ({r.get('at')}): "
+                f"{r.get('message')}"
             )
         return lines

@@ -10,6 +10,9 @@
   cursor of each namespace's pull, the content hash of each entry as last seen in the portal
   (`bases`: the `content_sha256` precondition of the next push), the last sync and the
   conflicts found.
+- `refused.jsonl` (0600): the outbox lines the portal refused for good (a 4xx that no
+  retry changes: content it cannot store, over its size limit), each with the portal's
+  message, set aside so the lines behind them go on; /memory shows them.
 - `.lock`: one sync round at a time, across the agent's processes.
 """
 
@@ -37,6 +40,7 @@ SYNC_FOLDER = "portal-sync"
 OUTBOX = "outbox.jsonl"
 STATE = "state.json"
 LOCK = ".lock"
+REFUSED = "refused.jsonl"
 MAX_CONFLICTS = 50
 
 
@@ -249,6 +253,35 @@ class SyncFiles:
                 yield True
             finally:
                 os.close(fd)
+
+    # -- the lines the portal refused for good ------------------------------------------------
+
+    def set_aside(self, line: dict[str, Any], message: str, at: str) -> None:
+        """Keep an outbox line the portal refused for good (durably, before the outbox's
+        offset moves past it), with the portal's message."""
+        data = json.dumps({"line": line, "message": message, "at": at}, ensure_ascii=False)
+        with self._dir() as dir_fd:
+            where = self.folder / REFUSED
+            fd = open_file_at(dir_fd, REFUSED, os.O_WRONLY | os.O_CREAT | os.O_APPEND, where=where)
+            try:
+                os.write(fd, (data + "\n").encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def refused(self) -> list[dict[str, Any]]:
+        """The lines set aside, oldest first (a torn last line is skipped)."""
+        try:
+            raw = (self.folder / REFUSED).read_bytes()
+        except FileNotFoundError:
+            return []
+        found = []
+        for text in raw.splitlines():
+            with contextlib.suppress(ValueError):
+                item = json.loads(text)
+                if isinstance(item, dict) and isinstance(item.get("line"), dict):
+                    found.append(item)
+        return found
 
 
 def notes_root(dot_webagents: Path, profile: str | None, portal_alone: bool) -> Path:
