@@ -23,6 +23,8 @@ from ..agents.repository import Agents
 from ..agents.service import get_agent
 from ..db.tables import Agent, Chat, ChatMessage
 from ..errors import BadInput, Conflict, NotFound, PortalError
+from ..storable import check_storable as _check_text
+from ..storable import check_storable_json
 from .repository import Chats
 from .schemas import (
     MAX_CONTENT_CHARS,
@@ -199,6 +201,7 @@ def _check_message(index: int, message: MessageIn) -> None:
     if message.tool_calls is not None:
         if message.role != "assistant":
             raise BadInput(f"{where}: only an assistant message has tool_calls", code="bad_tool")
+        check_storable_json(f"{where}.tool_calls", message.tool_calls)
         size = len(json.dumps(message.tool_calls, ensure_ascii=False))
         if size > MAX_CONTENT_CHARS:
             raise TooLarge(
@@ -213,26 +216,6 @@ def _check_message(index: int, message: MessageIn) -> None:
         )
     if message.part is not None:
         _check_part(where, message)
-
-
-def _check_text(where: str, text: str | None) -> None:
-    """What neither database can keep (PostgreSQL's text takes no NUL, and neither takes
-    half of a surrogate pair) is refused, not stored changed."""
-    if text is None:
-        return
-    if "\x00" in text:
-        raise BadInput(
-            f"{where} holds a NUL character (U+0000), which the portal cannot keep: remove "
-            "it or replace it (with U+FFFD, say) and send the call again",
-            code="unstorable_text",
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadInput(
-            f"{where} holds half of a UTF-16 surrogate pair, which is not text: send valid Unicode",
-            code="unstorable_text",
-        ) from None
 
 
 def _check_part(where: str, message: MessageIn) -> None:
