@@ -141,7 +141,7 @@ async def _relayed(
     try:
         status, _headers = await reply.start(relay.first_frame_timeout)
         if status != 200:
-            body = "".join([chunk async for chunk in reply.chunks(relay.idle_timeout)])
+            body = await reply.whole(relay.idle_timeout)
             yield _event({"error": f"the agent answered {status}: {_message_of(body)}"})
             return
         pending = ""
