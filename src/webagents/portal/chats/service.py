@@ -27,7 +27,9 @@ from ..storable import check_storable as _check_text
 from ..storable import check_storable_json
 from .repository import Chats
 from .schemas import (
+    MAX_CHAT_CHARS,
     MAX_CONTENT_CHARS,
+    MAX_MESSAGE_CHARS,
     MAX_MESSAGES_PER_CALL,
     MAX_PARTS,
     ROLES,
@@ -51,6 +53,7 @@ def record(db: Session, scope: AccountScope, agent_id: str, given: RecordIn) -> 
     _check_call(given)
     chats = Chats(db, scope)
     chat = _chat_for(db, chats, agent, given)
+    _check_room(chats, chat, given)
     changed = False
     for message in given.messages:
         changed = _record_one(chats, chat, message) or changed
@@ -165,6 +168,18 @@ def _chat_for(db: Session, chats: Chats, agent: Agent, given: RecordIn) -> Chat:
         if made is None:
             raise
         return made
+
+
+def _check_room(chats: Chats, chat: Chat, given: RecordIn) -> None:
+    """A chat holds at most MAX_CHAT_CHARS (counting what this call brings, resends too)."""
+    adding = sum(len(m.content or "") for m in given.messages)
+    held = chats.total_chars(chat.id)
+    if held + adding > MAX_CHAT_CHARS:
+        raise TooLarge(
+            f"this chat holds {held:,} characters; with this call's {adding:,} it would pass "
+            f"the {MAX_CHAT_CHARS:,} a chat may hold: start a new chat (a new sessionId)",
+            code="chat_too_long",
+        )
 
 
 def _check_call(given: RecordIn) -> None:
@@ -315,6 +330,13 @@ def _again(existing: ChatMessage, message: MessageIn) -> bool:
             f"part {message.part.index} of message {message.id!r} came before its part "
             f"{existing.parts_received}: send the parts of a message in order",
             code="part_out_of_order",
+        )
+    grown = len(existing.content or "") + len(message.content or "")
+    if grown > MAX_MESSAGE_CHARS:
+        raise TooLarge(
+            f"message {message.id!r} would be {grown:,} characters with part "
+            f"{message.part.index}; a message is at most {MAX_MESSAGE_CHARS:,} characters "
+            "whole: send the rest as another message"
         )
     existing.content = (existing.content or "") + (message.content or "")
     existing.parts_received += 1
