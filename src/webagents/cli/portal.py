@@ -131,6 +131,7 @@ def _serve(
 
     from ..portal.admin import open_database
     from ..portal.app import create_app
+    from ..portal.connect.protocol import MAX_MESSAGE_BYTES
     from ..portal.settings import check_public_url
     from .serve import bind
 
@@ -157,6 +158,7 @@ def _serve(
         log_level="info",
         timeout_graceful_shutdown=10,
         ws="websockets-sansio",  # Portal Connect's /ws (websockets' maintained implementation)
+        ws_max_size=MAX_MESSAGE_BYTES,
         proxy_headers=bool(proxies),
         forwarded_allow_ips=proxies or None,
     )

@@ -29,6 +29,7 @@ from .accounts import api as accounts_api
 from .accounts import pages as accounts_pages
 from .accounts.auth import SignInRequired
 from .agents import api as agents_api
+from .body_limit import BodyLimit
 from .chats import api as chats_api
 from .chats import pages as chats_pages
 from .cli_login import api as cli_login_api
@@ -110,6 +111,9 @@ def create_app(
     app.include_router(memory_pages.router)
 
     app.add_middleware(_Headers)
+
+    # Outermost (added last): a body over the cap is refused before a route parses it.
+    app.add_middleware(BodyLimit, cap=settings.max_body_bytes)
 
     @app.get("/health")
     def health() -> dict[str, str]:

@@ -51,6 +51,10 @@ class PortalSettings:
     # The memory store's embedding model (`portal serve --embeddings`): local, openai[:MODEL]
     # or none (full-text search only). `serve` defaults to local; made in code, none.
     embeddings: str = "none"
+    # The largest request body the portal reads (413 above it), before any route parses it.
+    max_body_bytes: int = 10 * 1024 * 1024
+    # Portal Connect: how many WebSockets one agent may hold open at once (all processes).
+    max_connections_per_agent: int = 16
 
     @property
     def url(self) -> URL:

@@ -79,6 +79,15 @@ class Chats:
         found = self._session.scalars(query).one_or_none()
         return found.content if found is not None else None
 
+    def total_chars(self, chat_id: uuid.UUID) -> int:
+        """The characters of the chat's messages' content, all together."""
+        query = (
+            select(func.coalesce(func.sum(func.length(ChatMessage.content)), 0))
+            .join(Chat, Chat.id == ChatMessage.chat_id)
+            .where(Chat.user_id == self._scope.user_id, ChatMessage.chat_id == chat_id)
+        )
+        return int(self._session.scalar(query) or 0)
+
     def count_whole(self, chat_id: uuid.UUID) -> int:
         query = (
             select(func.count())

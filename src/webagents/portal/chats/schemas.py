@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_MESSAGES_PER_CALL = 50
 MAX_CONTENT_CHARS = 100_000
 MAX_PARTS = 10_000
+# One message whole (all its parts), and a whole chat: each part rewrites the message.
+MAX_MESSAGE_CHARS = 2_000_000
+MAX_CHAT_CHARS = 50_000_000
 ROLES = ("user", "assistant", "tool", "system")
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 200

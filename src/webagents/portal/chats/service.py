@@ -23,9 +23,13 @@ from ..agents.repository import Agents
 from ..agents.service import get_agent
 from ..db.tables import Agent, Chat, ChatMessage
 from ..errors import BadInput, Conflict, NotFound, PortalError
+from ..storable import check_storable as _check_text
+from ..storable import check_storable_json
 from .repository import Chats
 from .schemas import (
+    MAX_CHAT_CHARS,
     MAX_CONTENT_CHARS,
+    MAX_MESSAGE_CHARS,
     MAX_MESSAGES_PER_CALL,
     MAX_PARTS,
     ROLES,
@@ -49,6 +53,7 @@ def record(db: Session, scope: AccountScope, agent_id: str, given: RecordIn) -> 
     _check_call(given)
     chats = Chats(db, scope)
     chat = _chat_for(db, chats, agent, given)
+    _check_room(chats, chat, given)
     changed = False
     for message in given.messages:
         changed = _record_one(chats, chat, message) or changed
@@ -165,6 +170,18 @@ def _chat_for(db: Session, chats: Chats, agent: Agent, given: RecordIn) -> Chat:
         return made
 
 
+def _check_room(chats: Chats, chat: Chat, given: RecordIn) -> None:
+    """A chat holds at most MAX_CHAT_CHARS (counting what this call brings, resends too)."""
+    adding = sum(len(m.content or "") for m in given.messages)
+    held = chats.total_chars(chat.id)
+    if held + adding > MAX_CHAT_CHARS:
+        raise TooLarge(
+            f"this chat holds {held:,} characters; with this call's {adding:,} it would pass "
+            f"the {MAX_CHAT_CHARS:,} a chat may hold: start a new chat (a new sessionId)",
+            code="chat_too_long",
+        )
+
+
 def _check_call(given: RecordIn) -> None:
     _check_text("sessionId", given.sessionId)
     count = len(given.messages)
@@ -199,6 +216,7 @@ def _check_message(index: int, message: MessageIn) -> None:
     if message.tool_calls is not None:
         if message.role != "assistant":
             raise BadInput(f"{where}: only an assistant message has tool_calls", code="bad_tool")
+        check_storable_json(f"{where}.tool_calls", message.tool_calls)
         size = len(json.dumps(message.tool_calls, ensure_ascii=False))
         if size > MAX_CONTENT_CHARS:
             raise TooLarge(
@@ -213,26 +231,6 @@ def _check_message(index: int, message: MessageIn) -> None:
         )
     if message.part is not None:
         _check_part(where, message)
-
-
-def _check_text(where: str, text: str | None) -> None:
-    """What neither database can keep (PostgreSQL's text takes no NUL, and neither takes
-    half of a surrogate pair) is refused, not stored changed."""
-    if text is None:
-        return
-    if "\x00" in text:
-        raise BadInput(
-            f"{where} holds a NUL character (U+0000), which the portal cannot keep: remove "
-            "it or replace it (with U+FFFD, say) and send the call again",
-            code="unstorable_text",
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise BadInput(
-            f"{where} holds half of a UTF-16 surrogate pair, which is not text: send valid Unicode",
-            code="unstorable_text",
-        ) from None
 
 
 def _check_part(where: str, message: MessageIn) -> None:
@@ -332,6 +330,13 @@ def _again(existing: ChatMessage, message: MessageIn) -> bool:
             f"part {message.part.index} of message {message.id!r} came before its part "
             f"{existing.parts_received}: send the parts of a message in order",
             code="part_out_of_order",
+        )
+    grown = len(existing.content or "") + len(message.content or "")
+    if grown > MAX_MESSAGE_CHARS:
+        raise TooLarge(
+            f"message {message.id!r} would be {grown:,} characters with part "
+            f"{message.part.index}; a message is at most {MAX_MESSAGE_CHARS:,} characters "
+            "whole: send the rest as another message"
         )
     existing.content = (existing.content or "") + (message.content or "")
     existing.parts_received += 1

@@ -53,6 +53,13 @@ async def agent_socket(websocket: WebSocket) -> None:
         return
     settings: PortalSettings = websocket.app.state.settings
     http_base = str(websocket.base_url).replace("ws", "http", 1)
+    if await _held(relay, agent.agent_id) >= settings.max_connections_per_agent:
+        await websocket.accept()
+        await websocket.close(
+            protocol.CLOSE_TOO_MANY,
+            f"this agent holds {settings.max_connections_per_agent} connections already: close one",
+        )
+        return
     connection = LiveConnection(uuid.uuid4(), agent.agent_id, agent.agent_name)
     await websocket.accept()
     await relay.connected(connection)
@@ -82,6 +89,14 @@ async def agent_socket(websocket: WebSocket) -> None:
     finally:
         writer.cancel()
         await relay.disconnected(connection)
+
+
+async def _held(relay: Relay, agent_id: uuid.UUID) -> int:
+    """The agent's live connections, in this process and (PostgreSQL) in the others."""
+    here = relay.registry.count(agent_id)
+    if not relay.spans_processes:
+        return here
+    return here + len(await asyncio.to_thread(relay.directory.holders, agent_id))
 
 
 def _agent_of(sessions: sessionmaker[Session], authorization: str | None) -> AgentScope:
@@ -124,12 +139,12 @@ async def chat_completions(request: Request, name: str, scope: ApiCaller, db: Db
         status, headers = await reply.start(relay.first_frame_timeout)
     except RelayError as exc:
         return relay_error(exc)
-    passed = {
-        key: value
-        for key, value in headers.items()
-        if key == "content-type" or key.startswith(_PASSED_PREFIX)
-    }
+    # The body's type is the portal's, not the agent's: a caller's browser never sniffs or
+    # renders what an agent chose to call text/html.
+    passed = {key: value for key, value in headers.items() if key.startswith(_PASSED_PREFIX)}
+    passed["X-Content-Type-Options"] = "nosniff"
     if body.get("stream") is True:
+        passed["content-type"] = "text/event-stream"
         return StreamingResponse(
             _streamed(reply, relay.idle_timeout), status_code=status, headers=passed
         )
@@ -139,7 +154,7 @@ async def chat_completions(request: Request, name: str, scope: ApiCaller, db: Db
         return relay_error(exc)
     if whole is None:  # the caller went away; the agent was told to stop
         return Response(status_code=499)
-    return Response(whole, status_code=status, headers=passed)
+    return Response(whole, status_code=status, headers=passed, media_type="application/json")
 
 
 def relay_error(exc: RelayError) -> JSONResponse:
@@ -175,10 +190,7 @@ async def _streamed(reply: Reply, idle: float) -> AsyncIterator[str]:
 async def _whole(request: Request, reply: Reply, idle: float) -> str | None:
     """The whole body, or None when the caller disconnects first (the agent is cancelled)."""
 
-    async def join() -> str:
-        return "".join([chunk async for chunk in reply.chunks(idle)])
-
-    collect = asyncio.ensure_future(join())
+    collect = asyncio.ensure_future(reply.whole(idle))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
         done, _ = await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)

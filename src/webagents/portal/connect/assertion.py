@@ -37,6 +37,7 @@ def sign(
     key = signing.signer(SigningKeys(db).all(), now)
     if key is None:
         tokens.ensure_signing_key(db)
+        now = datetime.now(UTC)  # the new key is valid from its making, after the first `now`
         key = signing.signer(SigningKeys(db).all(), now)
         assert key is not None
     claims: dict[str, Any] = {

@@ -5,6 +5,7 @@ answer only what was sent to it, so another agent's connection cannot reach thes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,6 +18,12 @@ Sink = Callable[[dict[str, Any]], None]
 # How often a caller waiting on a remote reply checks that its holder is still alive.
 LIVENESS_CHECK = 2.0
 
+# A reply's text the portal holds for a caller at most: a whole non-stream reply, or the
+# part of a stream the caller has not read yet. An agent that sends more is cut off (502).
+MAX_REPLY_CHARS = 16 * 1024 * 1024
+# Frames waiting to go to one agent's WebSocket; past this the agent is busy (503).
+MAX_OUTBOX_FRAMES = 256
+
 DISCONNECTED = (
     "the agent's connection to the portal dropped before its reply was complete: send the "
     "request again (the agent reconnects by itself)"
@@ -28,6 +35,17 @@ class RelayError(PortalError):
 
     status = 502
     code = "agent_disconnected"
+
+
+def too_large() -> dict[str, Any]:
+    return {
+        "type": "error",
+        "status": 502,
+        "code": "reply_too_large",
+        "message": f"the agent's reply is longer than the portal relays ({MAX_REPLY_CHARS:,} "
+        "characters, or that much unread): ask for a shorter answer, or read it as a stream "
+        '("stream": true) as it comes',
+    }
 
 
 class Reply:
@@ -44,9 +62,35 @@ class Reply:
         self._cancel = cancel
         self._still_there = still_there
         self.finished = False
+        self._unread = 0  # characters of data frames queued and not read yet
+        self._overflowed = False
 
     def put(self, frame: dict[str, Any]) -> None:
+        if self._overflowed:
+            return
+        chunk = frame.get("chunk")
+        if frame.get("type") == "data" and isinstance(chunk, str):
+            self._unread += len(chunk)
+            if self._unread > MAX_REPLY_CHARS:  # the caller reads slower than the agent sends
+                self._overflowed = True
+                while not self._frames.empty():  # what is queued is let go: the error alone
+                    self._frames.get_nowait()
+                self._frames.put_nowait(too_large())
+                self.cancel()
+                return
         self._frames.put_nowait(frame)
+
+    async def whole(self, idle: float) -> str:
+        """The body's chunks joined, at most MAX_REPLY_CHARS (else a RelayError, 502)."""
+        parts: list[str] = []
+        size = 0
+        async for chunk in self.chunks(idle):
+            size += len(chunk)
+            if size > MAX_REPLY_CHARS:
+                self.cancel()
+                self._fail(too_large())
+            parts.append(chunk)
+        return "".join(parts)
 
     def cancel(self) -> None:
         """The caller went away: the agent is told to stop (no wait; safe in a finally of a
@@ -109,11 +153,16 @@ class Reply:
                 )
             wait = min(left, LIVENESS_CHECK) if self._still_there else left
             try:
-                return await asyncio.wait_for(self._frames.get(), wait)
+                frame = await asyncio.wait_for(self._frames.get(), wait)
             except TimeoutError:
                 if self._still_there is not None and not await self._still_there():
                     self.finished = True
                     raise RelayError(DISCONNECTED) from None
+                continue
+            chunk = frame.get("chunk")
+            if frame.get("type") == "data" and isinstance(chunk, str):
+                self._unread -= len(chunk)
+            return frame
 
 
 class LiveConnection:
@@ -124,14 +173,24 @@ class LiveConnection:
         self.id = connection_id
         self.agent_id = agent_id
         self.agent_name = agent_name
-        self.outbox: asyncio.Queue[str] = asyncio.Queue()
+        self.outbox: asyncio.Queue[str] = asyncio.Queue(MAX_OUTBOX_FRAMES)
         self.pending: dict[str, Sink] = {}
         self.closed = False
 
     def post(self, text: str) -> None:
-        self.outbox.put_nowait(text)
+        """Queue a frame for the agent; a full queue drops it (a pong, a cancel: the agent
+        is not reading; requests are refused in `open` first)."""
+        with contextlib.suppress(asyncio.QueueFull):
+            self.outbox.put_nowait(text)
 
     def open(self, request_id: str, assertion: str, body: dict[str, Any], sink: Sink) -> None:
+        if self.outbox.full():
+            raise RelayError(
+                f"the agent {self.agent_name!r} has {MAX_OUTBOX_FRAMES} requests waiting to be "
+                "sent to it: it is not reading them; try again later",
+                status=503,
+                code="agent_busy",
+            )
         self.pending[request_id] = sink
         self.post(protocol.request(request_id, assertion, body))
 
@@ -181,6 +240,9 @@ class Registry:
 
     def get(self, connection_id: uuid.UUID) -> LiveConnection | None:
         return self._by_id.get(connection_id)
+
+    def count(self, agent_id: uuid.UUID) -> int:
+        return len(self._by_agent.get(agent_id, []))
 
     def pick(self, agent_id: uuid.UUID) -> LiveConnection | None:
         held = [c for c in self._by_agent.get(agent_id, []) if not c.closed]

@@ -8,6 +8,7 @@ agent's reply comes over the same relay as every other caller's (tier owner, cha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,7 +25,7 @@ from ..accounts.scope import AccountScope
 from ..agents import service as agents
 from ..agents.schemas import AgentPatch
 from ..chats import service as chats
-from ..chats.schemas import MessageIn, RecordIn
+from ..chats.schemas import MAX_CONTENT_CHARS, MAX_MESSAGE_CHARS, MessageIn, Part, RecordIn
 from ..errors import PortalError
 from ..tokens.service import issuer_of
 from ..web import PAGE_HEADERS, FormSecrets, check_csrf
@@ -120,28 +121,48 @@ class _Recorder:
         self._chat_id = chat_id
         self._session_id = session_id
 
-    def record(self, question: str, answer: str) -> None:
+    def record(self, question: str, answer: str | None) -> None:
+        """The question and the answer (a long one in parts, one id); the question alone
+        when there is no answer or the chat refuses it (the refusal is raised then)."""
         turn = uuid.uuid4().hex
-        given = RecordIn(
-            sessionId=self._session_id,
-            chatId=self._chat_id,
-            messages=[
-                MessageIn(role="user", content=question, id=f"web-{turn}-user"),
-                MessageIn(role="assistant", content=answer, id=f"web-{turn}-assistant"),
-            ],
-        )
+        asked = MessageIn(role="user", content=question, id=f"web-{turn}-user")
+        if answer is not None:
+            try:
+                self._record([asked, *_answer_parts(answer, f"web-{turn}-assistant")])
+                return
+            except PortalError:
+                self._record([asked])
+                raise
+        self._record([asked])
+
+    def _record(self, messages: list[MessageIn]) -> None:
+        given = RecordIn(sessionId=self._session_id, chatId=self._chat_id, messages=messages)
         with self._sessions.begin() as db:
             chats.record(db, self._user, self._agent_id, given)
+
+
+def _answer_parts(answer: str, message_id: str) -> list[MessageIn]:
+    """The answer as one message, or in parts of at most MAX_CONTENT_CHARS (one id)."""
+    if len(answer) <= MAX_CONTENT_CHARS:
+        return [MessageIn(role="assistant", content=answer, id=message_id)]
+    pieces = [answer[i : i + MAX_CONTENT_CHARS] for i in range(0, len(answer), MAX_CONTENT_CHARS)]
+    return [
+        MessageIn(
+            role="assistant", content=piece, id=message_id, part=Part(index=n, of=len(pieces))
+        )
+        for n, piece in enumerate(pieces)
+    ]
 
 
 async def _relayed(
     reply: Reply, relay: Relay, recorder: _Recorder, question: str
 ) -> AsyncIterator[str]:
     answer: list[str] = []
+    size = 0
     try:
         status, _headers = await reply.start(relay.first_frame_timeout)
         if status != 200:
-            body = "".join([chunk async for chunk in reply.chunks(relay.idle_timeout)])
+            body = await reply.whole(relay.idle_timeout)
             yield _event({"error": f"the agent answered {status}: {_message_of(body)}"})
             return
         pending = ""
@@ -152,12 +173,26 @@ async def _relayed(
                 for kind, text in _sse_parts(event):
                     if kind == "error":
                         yield _event({"error": text})
+                        await run_in_threadpool(recorder.record, question, None)
+                        return
+                    size += len(text)
+                    if size > MAX_MESSAGE_CHARS:
+                        await run_in_threadpool(recorder.record, question, None)
+                        yield _event(
+                            {
+                                "error": f"the answer passed the {MAX_MESSAGE_CHARS:,} "
+                                "characters a chat message may hold: only the question "
+                                "was recorded"
+                            }
+                        )
                         return
                     answer.append(text)
                     yield _event({"delta": text})
         await run_in_threadpool(recorder.record, question, "".join(answer))
         yield _event({"done": True})
     except RelayError as exc:
+        with contextlib.suppress(PortalError):  # the question is kept, the answer failed
+            await run_in_threadpool(recorder.record, question, None)
         yield _event({"error": exc.message})
     except PortalError as exc:  # the chat could not take the turn
         yield _event({"error": f"the reply came but was not recorded: {exc.message}"})

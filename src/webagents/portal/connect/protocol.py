@@ -9,6 +9,9 @@ from typing import Any
 
 # A bad or missing agent key when the handshake could not be refused before the upgrade.
 CLOSE_UNAUTHORIZED = 4401
+# The largest WebSocket message the portal takes from an agent (uvicorn closes with 1009).
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+CLOSE_TOO_MANY = 4429  # the agent holds as many connections as the portal allows
 # Frames of a reply, from the agent; `error` also comes from the portal itself.
 REPLY_TYPES = frozenset({"start", "data", "end", "error"})
 

@@ -201,7 +201,10 @@ class Relay:
         self._serving[request_id] = held
         body = message.get("body")
         assertion = str(message.get("assertion", ""))
-        held.open(request_id, assertion, body if isinstance(body, dict) else {}, back)
+        try:
+            held.open(request_id, assertion, body if isinstance(body, dict) else {}, back)
+        except PortalError as exc:  # the agent is busy: the caller's process answers it
+            back(protocol.error(request_id, exc.status, exc.message, exc.code))
 
     async def _beat(self) -> None:
         while True:

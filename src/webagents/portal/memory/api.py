@@ -90,7 +90,7 @@ def read(
     prefix: str | None = None,
     excludeSource: str | None = None,
     q: str | None = None,
-    since: Annotated[int, Query(ge=0)] = 0,
+    since: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
     agentId: str | None = None,
 ) -> JSONResponse:
     _check_agent(scope, agentId)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, identity_is_nameable
 from ...skills.memory.layout import KEY_RULE, is_key
 from ..errors import BadInput, PortalError
+from ..storable import check_storable
 
 MAX_CONTENT_BYTES = 1_000_000
 MAX_DESCRIPTION_CHARS = 1000
@@ -51,6 +52,9 @@ def check_key(key: str) -> str:
 
 
 def check_note(content: str, description: str, source: str) -> None:
+    check_storable("content", content)
+    check_storable("description", description)
+    check_storable("source", source)
     size = len(content.encode("utf-8", "surrogatepass"))
     if size > MAX_CONTENT_BYTES:
         raise TooLarge(

@@ -29,6 +29,7 @@ from sqlalchemy import TextClause, Uuid, bindparam, text
 
 from ..embeddings import Embedder
 from ..errors import BadInput
+from ..storable import check_storable
 from . import vector_cache
 from .repository import MemoryStore
 from .schemas import SearchHit, check_namespace
@@ -60,6 +61,7 @@ def search(
     limit: int = 10,
     embedder: Embedder | None,
 ) -> SearchAnswer:
+    check_storable("q", query)
     words = [w.lower() for w in _WORD.findall(query)][:MAX_QUERY_WORDS]
     if not words:
         raise BadInput("q is empty: send the words to search for", code="empty_query")

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict, NotFound
+from ..storable import check_storable
 from .repository import MemoryStore
 from .schemas import (
     MAX_SYNC_BYTES,
@@ -34,6 +35,8 @@ BY_AGENT = "agent"
 BY_SYNC = "sync"
 MAX_LIST = 1000
 MAX_SYNC_PAGE = 1000
+# The years an `at` may name: beyond them a time zone's offset overflows datetime.
+MIN_YEAR, MAX_YEAR = 1900, 9000
 
 
 def by_owner(username: str) -> str:
@@ -66,6 +69,12 @@ def _moment(at: datetime | None) -> datetime:
         raise BadInput(
             "at must carry its time zone (for example 2026-01-31T12:00:00Z), or be null for "
             "the portal's time",
+            code="bad_time",
+        )
+    if not MIN_YEAR <= at.year <= MAX_YEAR:
+        raise BadInput(
+            f"at is in the year {at.year}: give a time between the years {MIN_YEAR} and "
+            f"{MAX_YEAR} (for example 2026-01-31T12:00:00Z), or null for the portal's time",
             code="bad_time",
         )
     return at.astimezone(UTC)
@@ -105,6 +114,8 @@ def list_entries(
     exclude_source: str | None = None,
 ) -> list[EntryOut]:
     wanted = [check_namespace(n) for n in namespaces] if namespaces is not None else None
+    check_storable("prefix", prefix)
+    check_storable("excludeSource", exclude_source)
     rows = store.list_entries(
         wanted, prefix=prefix, exclude_source=exclude_source, limit=max(1, min(limit, MAX_LIST))
     )
