@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...openai_wire import error_body
 from ...server.api_errors import error_type
-from ..accounts.auth import ApiCaller, Db, agent_key_scope
+from ..accounts.auth import agent_key_scope, bearer_scope
 from ..accounts.scope import AgentScope
 from ..errors import BadInput, Unauthorized
 from ..settings import PortalSettings
@@ -127,12 +127,14 @@ async def _write(websocket: WebSocket, connection: LiveConnection) -> None:
 
 
 @router.post("/agents/{name}/chat/completions")
-async def chat_completions(request: Request, name: str, scope: ApiCaller, db: Db) -> Response:
-    """OpenAI's chat completions, answered by the agent over its connection."""
-    body = await _json_object(request)
-    settings: PortalSettings = request.app.state.settings
-    issuer = issuer_of(settings, str(request.base_url))
-    relayed = await run_in_threadpool(service.for_caller, db, scope, name, issuer)
+async def chat_completions(request: Request, name: str) -> Response:
+    """OpenAI's chat completions, answered by the agent over its connection.
+
+    No request session: the caller, the agent and the assertion come from one short one,
+    closed before the agent is awaited (on SQLite a session holds the write lock, and a
+    relay held it for as long as the agent took)."""
+    raw = await request.body()
+    relayed, body = await run_in_threadpool(_cleared, request, name, raw)
     relay: Relay = request.app.state.relay
     reply = await relay.send(relayed.agent_id, relayed.agent_name, relayed.assertion, body)
     try:
@@ -157,15 +159,27 @@ async def chat_completions(request: Request, name: str, scope: ApiCaller, db: Db
     return Response(whole, status_code=status, headers=passed, media_type="application/json")
 
 
+def _cleared(request: Request, name: str, raw: bytes) -> tuple[service.Relayed, dict[str, Any]]:
+    """Who calls (401 first, as for every API call), the body, then the agent and the
+    assertion, in one short session."""
+    settings: PortalSettings = request.app.state.settings
+    sessions: sessionmaker[Session] = request.app.state.sessions
+    issuer = issuer_of(settings, str(request.base_url))
+    with sessions.begin() as db:
+        scope = bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
+        body = _json_object(raw)
+        return service.for_caller(db, scope, name, issuer), body
+
+
 def relay_error(exc: RelayError) -> JSONResponse:
     return JSONResponse(
         error_body(exc.message, error_type(exc.status), exc.code), status_code=exc.status
     )
 
 
-async def _json_object(request: Request) -> dict[str, Any]:
+def _json_object(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(await request.body())
+        body = json.loads(raw)
     except ValueError:
         body = None
     if not isinstance(body, dict):

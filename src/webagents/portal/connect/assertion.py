@@ -53,4 +53,6 @@ def sign(
     }
     if channel is not None:
         claims["channel"] = channel
-    return jwt.encode(claims, key.private_pem, algorithm=key.algorithm, headers={"kid": key.kid})
+    return jwt.encode(
+        claims, signing.private_key(key), algorithm=key.algorithm, headers={"kid": key.kid}
+    )

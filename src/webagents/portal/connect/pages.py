@@ -81,6 +81,9 @@ async def continue_chat(
             service.for_web_chat, db, user, agent_id, chat_id, message, issuer
         )
         relayed = turn.relayed
+        # The request's session ends before the agent is awaited: on SQLite it holds the
+        # write lock, which no relay may keep (the turn is recorded in a short one after).
+        await run_in_threadpool(db.commit)
         reply = await relay.send(relayed.agent_id, relayed.agent_name, relayed.assertion, turn.body)
     except PortalError as exc:
         return _events(iter([{"error": exc.message}]), exc.status)

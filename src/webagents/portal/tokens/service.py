@@ -89,7 +89,9 @@ def issue(
         "jti": uuid.uuid4().hex,
         **(extra or {}),
     }
-    token = jwt.encode(claims, key.private_pem, algorithm=key.algorithm, headers={"kid": key.kid})
+    token = jwt.encode(
+        claims, signing.private_key(key), algorithm=key.algorithm, headers={"kid": key.kid}
+    )
     IssuedTokens(db).record(claims["jti"], subject, now + lifetime, now, api_key_id)
     return AccessToken(token, claims)
 
