@@ -43,6 +43,19 @@ MAX_LIMIT = 100
 # Below this cosine a note is not counted as found by meaning (unrelated texts score near 0).
 MIN_SIMILARITY = 0.1
 _WORD = re.compile(r"\w+")
+# English function words: a note that shares only these with a query ("what is the ...") is
+# not found by its words. Without this, such matches rank in the full-text list, and fused
+# by rank they push aside what meaning found (a query of nothing else keeps them all).
+STOP_WORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves s t d ll m re ve""".split()
+)
 
 Semantic = Literal["on", "off", "unavailable"]
 
@@ -65,6 +78,7 @@ def search(
     words = [w.lower() for w in _WORD.findall(query)][:MAX_QUERY_WORDS]
     if not words:
         raise BadInput("q is empty: send the words to search for", code="empty_query")
+    words = [w for w in words if w not in STOP_WORDS] or words
     wanted = sorted({check_namespace(n) for n in namespaces}) if namespaces is not None else None
     size = max(1, min(limit, MAX_LIMIT))
     pool = max(size * 3, 30)
