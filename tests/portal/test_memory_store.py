@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts.scope import AgentScope
@@ -16,7 +17,7 @@ from webagents.portal.db.tables import MemoryVersion
 from webagents.portal.errors import BadInput, Conflict, NotFound
 from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
-from webagents.portal.memory.schemas import EntryOut, SyncLineIn, TooLarge
+from webagents.portal.memory.schemas import EntryOut, SyncLineIn, TooLarge, entry_id
 
 from .conftest import make_account
 from .memory_helpers import publish, publish_for
@@ -218,6 +219,42 @@ def test_p5_an_agent_reaches_only_its_own_store(db: Session) -> None:
     assert service.get(their_store, "owner", "secret") is None
     assert service.list_entries(their_store, ["owner"]) == []
     assert service.changes(their_store, None, 0).lines == []
+
+
+def test_p5_entries_by_id_are_the_agents_own_and_looked_up_by_their_key(db: Session) -> None:
+    """Search reads its hits by id: another agent's ids give nothing, forgotten ones nothing,
+    and on SQLite each id is a primary-key lookup, not a read of all the agent's notes (the
+    plan SQLite's planner took without statistics)."""
+    mine, theirs = publish(db), publish(db, owner="bob", agent="other")
+    my_store = MemoryStore.for_agent(db, mine.scope)
+    their_store = MemoryStore.for_agent(db, theirs.scope)
+    for n in range(12):  # a search's ten hits and more: the planner weighs the lookups
+        service.put(my_store, namespace="owner", key=f"k{n}", content="x", by=service.BY_AGENT)
+    service.delete(my_store, "owner", "k11", by=service.BY_AGENT)
+    ids = [service.get(my_store, "owner", f"k{n}") for n in range(11)]
+    wanted = [uuid.UUID(str(e.id)) for e in ids if e is not None]
+    forgotten = entry_id(mine.scope.agent_id, "owner", "k11")
+    assert my_store.entry("owner", "k11") is not None  # a tombstone, with that id
+    assert set(my_store.live_by_ids([*wanted, forgotten])) == set(wanted)
+    assert their_store.live_by_ids(wanted) == {}
+    if db.get_bind().dialect.name != "sqlite":
+        return
+    statements: list[tuple[str, Any]] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "FROM memory_entries" in statement:
+            statements.append((statement, parameters))
+
+    engine = db.get_bind()
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        my_store.live_by_ids(wanted)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    [(statement, parameters)] = statements
+    plan = db.connection().exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters)
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "sqlite_autoindex_memory_entries_1 (id=?)" in details, details
 
 
 def test_p8_the_owner_reaches_the_store_and_no_one_else_does(db: Session) -> None:

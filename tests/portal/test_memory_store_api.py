@@ -439,3 +439,19 @@ def test_p5_search_keeps_to_the_asked_namespaces_whatever_their_characters(
         assert [e["namespace"] for e in found] == [namespace]
     both = _search(api, agent, "tea", odd[0], odd[2])["entries"]
     assert sorted(e["namespace"] for e in both) == sorted([odd[0], odd[2]])
+
+
+def test_p5_search_of_many_namespaces_keeps_to_the_asked_ones(api: TestClient, db: Session) -> None:
+    """More namespaces than FTS5 is narrowed by (the owner's or an agent's search of all its
+    callers) are kept to exactly, after the full-text match."""
+    from webagents.portal.memory.search import FTS_NAMESPACE_PHRASES
+
+    agent = publish(db)
+    every = [f"caller:user{n}" for n in range(FTS_NAMESPACE_PHRASES + 4)]
+    for namespace in every:
+        _put(api, agent, namespace=namespace, key="note", content=f"tea for {namespace}")
+    asked = every[:-2]
+    params = {"action": "search", "q": "tea", "namespace": asked, "limit": 50}
+    answer = api.get(URL, headers=agent.headers, params=params)
+    assert answer.status_code == 200, answer.text
+    assert sorted(e["namespace"] for e in answer.json()["entries"]) == sorted(asked)

@@ -42,6 +42,8 @@ MAX_QUERY_WORDS = 32
 MAX_LIMIT = 100
 # Below this cosine a note is not counted as found by meaning (unrelated texts score near 0).
 MIN_SIMILARITY = 0.1
+# Up to this many namespaces narrow SQLite's full-text query inside FTS5 (see _sqlite_text).
+FTS_NAMESPACE_PHRASES = 8
 _WORD = re.compile(r"\w+")
 # English function words: a note that shares only these with a query ("what is the ...") is
 # not found by its words. Without this, such matches rank in the full-text list, and fused
@@ -139,10 +141,12 @@ def _sqlite_text(
     store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
 ) -> list[uuid.UUID]:
     # Each word quoted (a \w+ run holds no quote), any of them; bm25 ranks (FTS5's `rank`).
-    # The agent and the namespaces narrow inside FTS5 (a namespace as a phrase of its tokens,
-    # a superset), then the namespaces exactly.
+    # The agent and a few namespaces narrow inside FTS5 (a namespace as a phrase of its
+    # tokens, a superset), then the namespaces exactly. Many namespaces are not narrowed
+    # inside FTS5: each phrase reads the postings of its tokens ("caller" is in every
+    # caller's note), so a hundred of them cost more than ranking all of the agent's matches.
     match = f'agent_id:"{store.agent_id.hex}"'
-    if namespaces is not None:
+    if namespaces is not None and len(namespaces) <= FTS_NAMESPACE_PHRASES:
         phrases = " OR ".join(f'namespace:"{_quoted(n)}"' for n in namespaces)
         match += f" AND ({phrases})"
     match += " AND {key description content}: (" + " OR ".join(f'"{w}"' for w in words) + ")"
