@@ -490,7 +490,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
         double.edit("owner", "plan", "P (the portal's, older)", older)
     else:
         double._change("delete", double.entries.pop(("owner", "plan")), older)
-    read = sync._local
+    read = sync.puller._local
     raced: list[Any] = []
 
     def racing(namespace: str, key: str) -> tuple[bool, str | None]:
@@ -505,7 +505,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
             thread.join()
         return found
 
-    sync._local = racing  # type: ignore[method-assign]
+    sync.puller._local = racing  # type: ignore[method-assign]
     assert await asyncio.to_thread(sync.sync_round) is True
     assert raced[0]["saved"] == "plan"  # acknowledged to the model
     note = tmp_path / "a/.webagents/memory/owner/plan.md"
