@@ -4,7 +4,7 @@ Each namespace's changes after its cursor, written through the same store code a
 writes (rights, atomic writes, the index), never over a file that cannot be read (reported
 instead) and never over a local change not yet pushed: such a change goes to the outbox, and
 its push settles it against the portal's (`sync_push`). A page's notes are made durable
-together (`NoteStore.write_many`) and only then is the page's cursor saved: a crash mid-pull
+together (`note_batch.write_many`) and only then is the page's cursor saved: a crash mid-pull
 pulls the page again, which changes nothing written. Every line is checked against rights.py
 (`synced`) and written only into its own namespace's folder.
 
@@ -22,8 +22,9 @@ from ...errors import ToolError
 from ...portal_client import PortalClient
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
+from .note_batch import Write, write_many
 from .note_file import Note, NoteFormatError
-from .notes import NoteChanged, NoteStore, Write
+from .notes import NoteChanged, NoteStore
 from .rights import synced
 from .sync_files import SyncFiles, SyncState, entry_id, now, portal_hash, put_line, when
 
@@ -33,7 +34,7 @@ ALL = "*"
 """The cursor of the pull of every namespace at once."""
 PAGE = 1000
 """Changes asked for a pull page (the most the portal gives): each page's notes are written
-together and made durable with two flushes (`NoteStore.write_many`)."""
+together and made durable with two flushes (`note_batch.write_many`)."""
 
 Batch = dict[str, tuple[Write, str]]
 """A page's notes still to write, by entry id, each with its content hash."""
@@ -97,11 +98,11 @@ class Puller:
                     break
 
     def _write(self, state: SyncState, batch: Batch) -> None:
-        """A page's notes written together (`NoteStore.write_many`), then indexed."""
+        """A page's notes written together (`note_batch.write_many`), then indexed."""
         if not batch:
             return
         writes = [write for write, _ in batch.values()]
-        changes = self.store.write_many(writes)
+        changes = write_many(self.store, writes)
         for (ident, (write, sha)), change in zip(batch.items(), changes, strict=True):
             if isinstance(change, NoteChanged):  # written here since it was read
                 self._changed_here(state, write.namespace, write.key)
