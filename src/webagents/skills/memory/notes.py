@@ -9,7 +9,6 @@ written together (the portal sync's pull) are `note_batch`'s, under the same loc
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import stat
@@ -18,7 +17,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._files import LinkRefused, count_marked, open_file_at, open_private_dir, write_at
+from ..._files import (
+    LinkRefused,
+    count_marked,
+    exclusive,
+    open_lock,
+    open_private_dir,
+    write_at,
+)
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...errors import ToolError
 from ..newcomers import Kind, Newcomers
@@ -432,15 +438,8 @@ class NoteStore:
         with lock:
             dir_fd = self._open_namespace(namespace)
             try:
-                lock_fd = open_file_at(
-                    dir_fd, LOCK_FILE, os.O_RDWR | os.O_CREAT, where=folder / LOCK_FILE, single=True
-                )
-                try:
-                    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                with exclusive(open_lock(dir_fd, folder / LOCK_FILE)) as lock_fd:
                     yield folder, dir_fd, lock_fd
-                finally:
-                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
-                    os.close(lock_fd)
             finally:
                 os.close(dir_fd)
 
