@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import unicodedata
@@ -12,7 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webagents import Caller
-from webagents._files import atomic_write, ensure_private_dir, ensure_private_file
+from webagents._files import (
+    LinkRefused,
+    atomic_write,
+    ensure_private_dir,
+    ensure_private_file,
+    exclusive,
+    open_lock,
+)
 from webagents.caller import RESERVED_PREFIXES, CallerKind, issuer_is_nameable, jwt_identity
 from webagents.errors import ConfigError
 from webagents.home import chat_history_file, sessions_dir, webagents_home
@@ -115,6 +123,46 @@ def test_a_failed_atomic_write_leaves_the_old_file(
         atomic_write(target, b"new")
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+
+
+def test_a_stores_lock_is_private_never_a_link_and_held_for_the_block_only(
+    tmp_path: Path,
+) -> None:
+    """open_lock and exclusive, the lock of the notes, the conversations and the chat outbox:
+    a loose lock file made 0600, a link or a second name refused (its target left as it is),
+    the flock held for the block and released, the descriptor closed after."""
+    folder = ensure_private_dir(tmp_path / "store")
+    lock = folder / ".lock"
+    lock.touch()
+    os.chmod(lock, 0o644)
+    dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    other = os.open(lock, os.O_RDWR)
+    try:
+        fd = open_lock(dir_fd, lock)
+        assert _mode(lock) == 0o600
+        with exclusive(fd) as held:
+            assert held == fd
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(fd)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+        fcntl.flock(other, fcntl.LOCK_UN)
+        target = tmp_path / "target"
+        target.write_bytes(b"kept")
+        os.chmod(target, 0o644)
+        lock.unlink()
+        lock.symlink_to(target)
+        with pytest.raises(LinkRefused, match=r"\.lock is a symbolic link or not a plain file"):
+            open_lock(dir_fd, lock)
+        lock.unlink()
+        os.link(target, lock)
+        with pytest.raises(LinkRefused, match="not a plain file of its own"):
+            open_lock(dir_fd, lock)
+        assert (target.read_bytes(), _mode(target)) == (b"kept", 0o644)
+    finally:
+        os.close(other)
+        os.close(dir_fd)
 
 
 _issuer = st.one_of(

@@ -665,7 +665,8 @@ def test_m8_a_batch_write_keeps_each_notes_guarantees(
     the limits, and an unreadable file refused and left as it is while the others are
     written; with syncfs(2) and where there is none (an fsync per file and folder)."""
     from webagents import _files
-    from webagents.skills.memory.notes import Limits, Write
+    from webagents.skills.memory.note_batch import Write, write_many
+    from webagents.skills.memory.notes import Limits
 
     if flush == "fsync each":
         monkeypatch.setattr(_files, "_syncfs", None)
@@ -682,7 +683,7 @@ def test_m8_a_batch_write_keeps_each_notes_guarantees(
         Write(alice, "a3", "three", "", "note", "2026-01-01T00:00:00+00:00"),
         Write("shared", "s", "for all", "", "episode", "2026-01-02T00:00:00+00:00"),
     ]
-    results = store.write_many(writes)
+    results = write_many(store, writes)
     refused = [(w.key, type(r).__name__) for w, r in zip(writes, results, strict=True)]
     assert [k for k, kind in refused if kind != "Change"] == ["broken", "a3"]
     assert all(isinstance(r, ToolError) for r in (results[1], results[4]))
@@ -702,4 +703,4 @@ def test_m8_a_batch_write_keeps_each_notes_guarantees(
     assert [p.name for p in (tmp_path / "memory").rglob("*.tmp")] == []
     assert store.generation("owner") == 2  # one write, then the batch
     with pytest.raises(ValueError, match="twice"):
-        store.write_many([writes[0], writes[0]])
+        write_many(store, [writes[0], writes[0]])

@@ -48,6 +48,29 @@ def outbox(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+async def synced_plan(tmp_path: Path, double: MemoryDouble) -> tuple[MemorySkill, PortalSync]:
+    """An agent whose owner's note `plan` ("v1") is in the portal too: the base of a
+    conflict."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    await use(skill, OWNER, "memory_write", key="plan", content="v1")
+    assert skill.sync.sync_round() is True
+    return skill, skill.sync
+
+
+async def edited_offline(skill: MemorySkill, double: MemoryDouble, content: str) -> str:
+    """`plan` edited here while the portal does not answer (the edit waits in the outbox);
+    when the edit was written."""
+    double.up = False
+    await use(skill, OWNER, "memory_write", key="plan", content=content)
+    return str((await use(skill, OWNER, "memory_read", key="plan"))["updated"])
+
+
+def conflicts(sync: PortalSync) -> list[tuple[str, str, str]]:
+    """The conflicts the sync recorded: (key, whose was kept, what became of the other)."""
+    return [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts]
+
+
 async def test_p7_writes_wait_in_a_private_outbox_offline_then_arrive_once(
     tmp_path: Path, double: MemoryDouble
 ) -> None:
@@ -171,18 +194,13 @@ async def test_p7_a_forget_here_is_pushed(tmp_path: Path, double: MemoryDouble) 
 async def test_p7_both_sides_edited_keeps_the_later_and_the_other_as_a_version(
     tmp_path: Path, double: MemoryDouble, later: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    skill = synced_agent(tmp_path / "a", double)
-    assert skill.sync is not None
-    await use(skill, OWNER, "memory_write", key="plan", content="the plan")
-    assert skill.sync.sync_round() is True
-    double.up = False
-    await use(skill, OWNER, "memory_write", key="plan", content="edited here")
-    here_at = (await use(skill, OWNER, "memory_read", key="plan"))["updated"]
+    skill, sync = await synced_plan(tmp_path, double)
+    here_at = await edited_offline(skill, double, "edited here")
     portal_at = "2000-01-01T00:00:00+00:00" if later == "here" else "2999-01-01T00:00:00+00:00"
     double.edit("owner", "plan", "edited in the portal", portal_at)
     double.up = True
     with caplog.at_level(logging.WARNING, logger="webagents.memory"):
-        assert skill.sync.sync_round() is True
+        assert sync.sync_round() is True
     winner, loser = (
         ("edited here", "edited in the portal")
         if later == "here"
@@ -205,7 +223,7 @@ async def test_p7_both_sides_edited_keeps_the_later_and_the_other_as_a_version(
     assert "conflict on plan" in report
     # Settled: the next round changes nothing.
     count = len(double.versions)
-    assert skill.sync.sync_round() is True
+    assert sync.sync_round() is True
     assert len(double.versions) == count
 
 
@@ -230,17 +248,14 @@ async def test_p7_a_pull_never_writes_over_a_file_that_cannot_be_read(
 async def test_p7_a_hand_edit_here_is_not_overwritten_by_a_pull(
     tmp_path: Path, double: MemoryDouble
 ) -> None:
-    skill = synced_agent(tmp_path / "a", double)
-    assert skill.sync is not None
-    await use(skill, OWNER, "memory_write", key="plan", content="the plan")
-    assert skill.sync.sync_round() is True
+    _, sync = await synced_plan(tmp_path, double)
     (tmp_path / "a/.webagents/memory/owner/plan.md").write_text("edited by hand")
     double.edit("owner", "plan", "edited in the portal", "2000-01-01T00:00:00+00:00")
-    assert skill.sync.sync_round() is True  # the hand edit goes to the outbox
-    assert skill.sync.sync_round() is True  # and is pushed: the later (the hand edit) wins
+    assert sync.sync_round() is True  # the hand edit goes to the outbox
+    assert sync.sync_round() is True  # and is pushed: the later (the hand edit) wins
     assert double.entries[("owner", "plan")]["content"] == "edited by hand"
     assert double.versions_of("owner", "plan") == [
-        "the plan",
+        "v1",
         "edited in the portal",
         "edited by hand",
     ]
@@ -471,15 +486,6 @@ async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
     assert [v["key"] for v in double.versions] == ["plan", "later"]
 
 
-async def synced_plan(tmp_path: Path, double: MemoryDouble) -> tuple[MemorySkill, PortalSync]:
-    """An agent whose owner's note `plan` ("v1") is in the portal too."""
-    skill = synced_agent(tmp_path / "a", double)
-    assert skill.sync is not None
-    await use(skill, OWNER, "memory_write", key="plan", content="v1")
-    assert skill.sync.sync_round() is True
-    return skill, skill.sync
-
-
 @pytest.mark.parametrize("portal_change", ["edit", "forget"])
 async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
     tmp_path: Path, double: MemoryDouble, portal_change: str
@@ -490,7 +496,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
         double.edit("owner", "plan", "P (the portal's, older)", older)
     else:
         double._change("delete", double.entries.pop(("owner", "plan")), older)
-    read = sync._local
+    read = sync.puller._local
     raced: list[Any] = []
 
     def racing(namespace: str, key: str) -> tuple[bool, str | None]:
@@ -505,7 +511,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
             thread.join()
         return found
 
-    sync._local = racing  # type: ignore[method-assign]
+    sync.puller._local = racing  # type: ignore[method-assign]
     assert await asyncio.to_thread(sync.sync_round) is True
     assert raced[0]["saved"] == "plan"  # acknowledged to the model
     note = tmp_path / "a/.webagents/memory/owner/plan.md"
@@ -519,9 +525,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
         if portal_change == "edit"
         else "forgotten in the portal"
     )
-    assert [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts] == [
-        ("plan", "this machine", other)
-    ]
+    assert conflicts(sync) == [("plan", "this machine", other)]
     count = len(double.versions)
     assert await asyncio.to_thread(sync.sync_round) is True  # settled
     assert len(double.versions) == count
@@ -532,9 +536,7 @@ async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_la
     tmp_path: Path, double: MemoryDouble, later: str
 ) -> None:
     skill, sync = await synced_plan(tmp_path, double)
-    double.up = False
-    await use(skill, OWNER, "memory_write", key="plan", content="A")
-    a_at = datetime.fromisoformat((await use(skill, OWNER, "memory_read", key="plan"))["updated"])
+    a_at = datetime.fromisoformat(await edited_offline(skill, double, "A"))
     between = a_at + timedelta(microseconds=1)
     portal_at = between.isoformat() if later == "here" else "2999-01-01T00:00:00+00:00"
     double.edit("owner", "plan", "P", portal_at)
@@ -551,7 +553,7 @@ async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_la
     assert double.versions_of("owner", "plan") == (
         ["v1", "P", "A", "P", "B"] if later == "here" else ["v1", "P", "A", "P", "B", "P"]
     )
-    assert [(c["key"], c["kept"], c["other"]) for c in sync.files.load().conflicts] == [
+    assert conflicts(sync) == [
         ("plan", "this machine", "the portal's kept as a version in the portal")
         if later == "here"
         else ("plan", "the portal", "this machine's kept as a version in the portal")

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -151,6 +152,26 @@ def open_file_at(
         os.close(fd)
         raise
     return fd
+
+
+def open_lock(dir_fd: int, where: Path) -> int:
+    """The lock file `where` (by its name, in the folder `dir_fd`) opened for `exclusive`:
+    made 0600 if missing, never through a link, and with no other name (a hard link) either:
+    a store may keep a counter in it, written in place."""
+    return open_file_at(dir_fd, where.name, os.O_RDWR | os.O_CREAT, where=where, single=True)
+
+
+@contextlib.contextmanager
+def exclusive(lock_fd: int) -> Iterator[int]:
+    """An exclusive `flock` on `lock_fd` (from `open_lock`), waited for and held for the block:
+    how a store's writers take turns across threads and processes. The descriptor is closed
+    after, whatever happens."""
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        yield lock_fd
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        os.close(lock_fd)
 
 
 def _temporary(dir_fd: int, tmp: str, data: bytes, *, sync: bool) -> None:

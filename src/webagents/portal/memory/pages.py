@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
@@ -38,6 +38,11 @@ Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
 PORTAL_SOURCE = "portal"
 """`source` of an entry the owner saved on these pages."""
 EXPORT_PAGE = 1000
+EDITED_MEANWHILE = (
+    "this entry was changed since you opened it (by the agent, or on another page), "
+    "so your edit was not saved: its newest text is the first of its versions below. "
+    "Your text is still in the form: save it again to replace that one."
+)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,16 @@ def _open(db: Db, user: AccountScope, agent_id: str) -> Opened:
     agent = get_agent(db, user, agent_id)
     store = MemoryStore.for_owner(db, user, agent.id)
     return Opened(agent, store, f"/agents/{agent.id}/memory")
+
+
+def _posted(request: Request, user: SignedIn, db: Db, agent_id: str, csrf: Csrf = "") -> Opened:
+    """A form sent to one of an agent's memory pages: its CSRF token checked (before anything
+    is looked up), then the agent and its store opened for its owner only (anyone else: 404)."""
+    check_csrf(request, csrf)
+    return _open(db, user, agent_id)
+
+
+Posted = Annotated[Opened, Depends(_posted)]
 
 
 def label_of(namespace: str) -> str:
@@ -262,17 +277,13 @@ def entry_page(
 def save_entry(
     request: Request,
     user: SignedIn,
-    db: Db,
-    agent_id: str,
-    csrf: Csrf = "",
+    opened: Posted,
     namespace: FormText = "",
     key: FormText = "",
     description: FormText = "",
     content: FormText = "",
     content_sha256: FormText = "",
 ) -> Response:
-    check_csrf(request, csrf)
-    opened = _open(db, user, agent_id)
     content = content.replace("\r\n", "\n")  # a browser sends a textarea's lines so
     try:
         service.put(
@@ -285,23 +296,7 @@ def save_entry(
             content_sha256=content_sha256,
             by=service.by_owner(user.username),
         )
-    except Conflict:
-        message = (
-            "this entry was changed since you opened it (by the agent, or on another page), "
-            "so your edit was not saved: its newest text is the first of its versions below. "
-            "Your text is still in the form: save it again to replace that one."
-        )
-        return _entry_page(
-            request,
-            user,
-            opened,
-            namespace,
-            key,
-            status=409,
-            error=message,
-            draft=(description, content),
-        )
-    except PortalError as exc:  # a description of two lines, a note too large...
+    except PortalError as exc:  # changed meanwhile, a description of two lines, too large...
         return _entry_page(
             request,
             user,
@@ -309,7 +304,7 @@ def save_entry(
             check_namespace(namespace),
             check_key(key),
             status=exc.status,
-            error=exc.message,
+            error=EDITED_MEANWHILE if isinstance(exc, Conflict) else exc.message,
             draft=(description, content),
         )
     return RedirectResponse(_entry_url(opened, namespace, key), status_code=303)
@@ -321,32 +316,15 @@ def _entry_url(opened: Opened, namespace: str, key: str) -> str:
 
 @router.post("/agents/{agent_id}/memory/forget")
 def forget_entry(
-    request: Request,
-    user: SignedIn,
-    db: Db,
-    agent_id: str,
-    csrf: Csrf = "",
-    namespace: FormText = "",
-    key: FormText = "",
+    user: SignedIn, opened: Posted, namespace: FormText = "", key: FormText = ""
 ) -> Response:
-    check_csrf(request, csrf)
-    opened = _open(db, user, agent_id)
     service.delete(opened.store, namespace, key, by=service.by_owner(user.username))
     target = f"{opened.base}/namespace?{urlencode({'namespace': namespace})}"
     return RedirectResponse(target, status_code=303)
 
 
 @router.post("/agents/{agent_id}/memory/restore")
-def restore(
-    request: Request,
-    user: SignedIn,
-    db: Db,
-    agent_id: str,
-    csrf: Csrf = "",
-    version: FormText = "",
-) -> Response:
-    check_csrf(request, csrf)
-    opened = _open(db, user, agent_id)
+def restore(user: SignedIn, opened: Posted, version: FormText = "") -> Response:
     try:
         wanted = uuid.UUID(version)
     except ValueError:
@@ -360,13 +338,10 @@ def set_retention(
     request: Request,
     user: SignedIn,
     db: Db,
-    agent_id: str,
-    csrf: Csrf = "",
+    opened: Posted,
     namespace: FormText = "",
     days: FormText = "",
 ) -> Response:
-    check_csrf(request, csrf)
-    opened = _open(db, user, agent_id)
     try:
         retention.set_rule(db, opened.agent.id, namespace, days)
     except BadInput as exc:

@@ -2,23 +2,29 @@
 
 The files are the truth; one file's format is `note_file`'s. Writers take a per-namespace
 lock (a thread lock in this process and `flock` across processes), and every change bumps
-the namespace's generation so that other processes know their index is stale.
+the namespace's generation so that other processes know their index is stale. Many notes
+written together (the portal sync's pull) are `note_batch`'s, under the same locks and checks.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
-from ..._files import Batch, LinkRefused, count_marked, open_file_at, open_private_dir, write_at
+from ..._files import (
+    LinkRefused,
+    count_marked,
+    exclusive,
+    open_lock,
+    open_private_dir,
+    write_at,
+)
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...errors import ToolError
 from ..newcomers import Kind, Newcomers
@@ -37,8 +43,6 @@ from .note_file import (
 LOCK_FILE = ".lock"
 SNAPSHOTS = ".sessions"
 _OWNERS = (OWNER_NAMESPACE, SHARED_NAMESPACE)
-MAX_LOCKED = 64
-"""Namespaces a batch write holds locked at once (two descriptors each)."""
 
 log = logging.getLogger("webagents.memory")
 
@@ -51,19 +55,6 @@ class Limits:
     """Note files, summaries (episodes) included."""
     note_bytes: int | None = None
     """Their bytes on disk, front matter included."""
-
-
-class Write(NamedTuple):
-    """One note of `NoteStore.write_many`."""
-
-    namespace: str
-    key: str
-    content: str
-    description: str
-    kind: str
-    updated: str
-    expect: Callable[[Note | None], bool] | None = None
-    """As `write`'s: the note must still be as the writer read it (else NoteChanged)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,86 +219,54 @@ class NoteStore:
             existing = _lstat_at(dir_fd, name)
             if create and existing is not None:
                 raise FileExistsError(folder / name)
-            if existing is not None:
-                self._refuse_unreadable(namespace, key, dir_fd)
-            self._expect(namespace, key, dir_fd, expect)
             note = Note(namespace, key, content, one_line(description), updated or now(), kind)
-            data = note.render().encode("utf-8")
             before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
-            usage = self._check_limits(namespace, dir_fd, before, existing, len(data))
+            data, usage = self._checked(dir_fd, before, note, existing, expect)
             info = write_at(dir_fd, name, data, locked=True)
             generation = _bump(lock_fd, before[0])
             mtime = os.fstat(dir_fd).st_mtime_ns
-            if usage is not None:  # what the next write's check starts from
-                count = usage[0] + (existing is None)
-                total = usage[1] - (existing.st_size if existing else 0) + info.st_size
-                self._usage[namespace] = (generation, mtime, count, total)
+            self._counted(namespace, usage, existing, info.st_size, (generation, mtime))
             return Change(generation, mtime, note, file_state(info), before)
 
-    def write_many(self, writes: Sequence[Write]) -> list[Change | Exception]:
-        """Save many notes (a page of the portal sync) as `write` saves each, with the same
-        checks, into the same private folders, each file replaced atomically, but made durable
-        together (`Batch`: two flushes for the batch, not two fsyncs per note). Each note's
-        Change, or what refused it (ToolError, OSError: the others are still written); an
-        error of the flushes is raised. At most one write per (namespace, key)."""
-        results: list[Change | Exception] = [OSError("not written")] * len(writes)
-        by_namespace: dict[str, list[int]] = {}
-        for n, w in enumerate(writes):
-            by_namespace.setdefault(w.namespace, []).append(n)
-        if len({(w.namespace, w.key) for w in writes}) != len(writes):
-            raise ValueError("write_many: a key written twice in one batch")
-        names = sorted(by_namespace)  # the locks taken in one order: batches never deadlock
-        for start in range(0, len(names), MAX_LOCKED):
-            with contextlib.ExitStack() as stack:
-                batch = Batch()
-                staged = []
-                for namespace in names[start : start + MAX_LOCKED]:
-                    try:
-                        _, dir_fd, lock_fd = stack.enter_context(self._locked(namespace))
-                    except (ToolError, OSError) as exc:
-                        for n in by_namespace[namespace]:
-                            results[n] = exc
-                        continue
-                    before = _generation(lock_fd), os.fstat(dir_fd).st_mtime_ns
-                    done = []
-                    for n in by_namespace[namespace]:
-                        try:
-                            done.append((n, self._stage(batch, dir_fd, before[0], writes[n])))
-                        except (ToolError, OSError, NoteChanged) as exc:
-                            results[n] = exc
-                    staged.append((namespace, dir_fd, lock_fd, before, done))
-                infos = iter(batch.commit())
-                for namespace, dir_fd, lock_fd, before, done in staged:
-                    if not done:
-                        continue
-                    generation = _bump(lock_fd, before[0])
-                    after = generation, os.fstat(dir_fd).st_mtime_ns
-                    usage = self._usage.get(namespace)
-                    if usage is not None and usage[0] == before[0]:
-                        self._usage[namespace] = (*after, *usage[2:])
-                    previous = before
-                    for n, note in done:
-                        results[n] = Change(*after, note, file_state(next(infos)), previous)
-                        previous = after
-        return results
-
-    def _stage(self, batch: Batch, dir_fd: int, generation: int, w: Write) -> Note:
-        """One note of `write_many` checked as `write` checks it and staged in `batch`."""
-        name = f"{w.key}.md"
-        existing = _lstat_at(dir_fd, name)
+    def _checked(
+        self,
+        dir_fd: int,
+        version: tuple[int, int],
+        note: Note,
+        existing: os.stat_result | None,
+        expect: Callable[[Note | None], bool] | None,
+    ) -> tuple[bytes, tuple[int, int] | None]:
+        """`write`'s checks of `note` under its namespace's lock (`note_batch`'s too): the
+        file it replaces (`existing`) can be read, the note is as the writer read it
+        (`expect`), the limits pass (`version`: the namespace's, as `_check_limits` takes
+        it). The note's bytes, and the namespace's (notes, bytes) when it is limited."""
         if existing is not None:
-            self._refuse_unreadable(w.namespace, w.key, dir_fd)
-        self._expect(w.namespace, w.key, dir_fd, w.expect)
-        note = Note(w.namespace, w.key, w.content, one_line(w.description), w.updated, w.kind)
+            self._refuse_unreadable(note.namespace, note.key, dir_fd)
+        self._expect(note.namespace, note.key, dir_fd, expect)
         data = note.render().encode("utf-8")
-        version = generation, os.fstat(dir_fd).st_mtime_ns
-        usage = self._check_limits(w.namespace, dir_fd, version, existing, len(data))
-        batch.stage(dir_fd, name, data)
-        if usage is not None:  # what the next note's check starts from
+        return data, self._check_limits(note.namespace, dir_fd, version, existing, len(data))
+
+    def _counted(
+        self,
+        namespace: str,
+        usage: tuple[int, int] | None,
+        existing: os.stat_result | None,
+        size: int,
+        version: tuple[int, int],
+    ) -> None:
+        """What the next write's limit check starts from: `usage` (as `_checked` found it)
+        with a note of `size` bytes in place of `existing`, at the namespace's `version`."""
+        if usage is not None:
             count = usage[0] + (existing is None)
-            total = usage[1] - (existing.st_size if existing else 0) + len(data)
-            self._usage[w.namespace] = (generation, os.fstat(dir_fd).st_mtime_ns, count, total)
-        return note
+            total = usage[1] - (existing.st_size if existing else 0) + size
+            self._usage[namespace] = (*version, count, total)
+
+    def _moved(self, namespace: str, before: int, after: tuple[int, int]) -> None:
+        """This process moved the namespace from generation `before` to `after` (generation,
+        folder mtime): a count made at `before` (`_counted`) stands at `after`."""
+        usage = self._usage.get(namespace)
+        if usage is not None and usage[0] == before:
+            self._usage[namespace] = (*after, *usage[2:])
 
     def forget(
         self, namespace: str, key: str, *, expect: Callable[[Note | None], bool] | None = None
@@ -479,15 +438,8 @@ class NoteStore:
         with lock:
             dir_fd = self._open_namespace(namespace)
             try:
-                lock_fd = open_file_at(
-                    dir_fd, LOCK_FILE, os.O_RDWR | os.O_CREAT, where=folder / LOCK_FILE, single=True
-                )
-                try:
-                    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+                with exclusive(open_lock(dir_fd, folder / LOCK_FILE)) as lock_fd:
                     yield folder, dir_fd, lock_fd
-                finally:
-                    fcntl.flock(lock_fd, fcntl.LOCK_UN)
-                    os.close(lock_fd)
             finally:
                 os.close(dir_fd)
 

@@ -14,6 +14,9 @@
   retry changes: content it cannot store, over its size limit), each with the portal's
   message, set aside so the lines behind them go on; /memory shows them.
 - `.lock`: one sync round at a time, across the agent's processes.
+
+It also holds what both halves of the sync (`sync_push`, `sync_pull`) and their entry point
+(`sync`) speak: an entry's id and content hash, an outbox line, and times.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +55,32 @@ def portal_hash(content: str) -> str:
 
 def entry_id(namespace: str, key: str) -> str:
     return f"{namespace}\n{key}"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def when(value: object) -> datetime:
+    """A time of a line or of the portal's (`...Z`); the earliest there is when unreadable."""
+    try:
+        found = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+def put_line(namespace: str, key: str, content: str, description: str, at: str) -> dict[str, Any]:
+    """An outbox line of a write; `sha256` is what makes a resend recognisable."""
+    return {
+        "op": "put",
+        "namespace": namespace,
+        "key": key,
+        "content": content,
+        "description": description,
+        "at": at,
+        "sha256": portal_hash(content),
+    }
 
 
 @dataclass(frozen=True)

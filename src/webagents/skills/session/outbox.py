@@ -16,7 +16,6 @@ outbox file is reported and never overwritten.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -24,7 +23,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from ..._files import open_file_at, open_private_dir, write_at
+from ..._files import exclusive, open_file_at, open_lock, open_private_dir, write_at
 from ...context import is_conversation_id
 from ...errors import WebAgentsError
 from ...home import chat_outbox_dir
@@ -200,15 +199,8 @@ class ChatOutbox:
         dir_fd = open_private_dir(self._base, self._parts, create=True)
         assert dir_fd is not None
         try:
-            lock = open_file_at(
-                dir_fd, ".lock", os.O_RDWR | os.O_CREAT, where=self.folder / ".lock", single=True
-            )
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with exclusive(open_lock(dir_fd, self.folder / ".lock")):
                 yield dir_fd
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-                os.close(lock)
         finally:
             os.close(dir_fd)
 

@@ -17,7 +17,6 @@ how much each caller may keep is `limits`'s.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -27,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from ..._files import count_marked, open_file_at, open_private_dir, write_at
+from ..._files import count_marked, exclusive, open_file_at, open_lock, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE
 from ...context import is_conversation_id
 from ...home import sessions_dir
@@ -384,16 +383,8 @@ class LocalSessionStore:
         assert dir_fd is not None
         try:
             lock = self.folder(namespace) / ".lock"
-            flags = os.O_RDWR | os.O_CREAT
-            fd = refused_links(
-                lock, lambda: open_file_at(dir_fd, lock.name, flags, where=lock, single=True)
-            )
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            with exclusive(refused_links(lock, lambda: open_lock(dir_fd, lock))):
                 yield dir_fd
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                os.close(fd)
         finally:
             os.close(dir_fd)
 
