@@ -115,8 +115,11 @@ def _leave(terminal: Terminal) -> None:
     assert terminal.finish() == 0
 
 
-def _published(tmp_path: Path, served: Served, key: str, a: Machine) -> tuple[Path, str]:
-    folder = write_agent(tmp_path / "helper", AGENT)
+def _published(
+    tmp_path: Path, served: Served, key: str, a: Machine, front: str = AGENT
+) -> tuple[Path, str]:
+    """An agent folder (`front`: its AGENT.md's front matter) published by machine `a`."""
+    folder = write_agent(tmp_path / "helper", front)
     a.run("login", "--portal", served.url, "--token", key)
     a.run("publish", str(folder))
     config = json.loads((folder / ".webagents" / "config.json").read_text())
