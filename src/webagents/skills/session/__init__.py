@@ -1,12 +1,20 @@
 """The session skill: conversations kept per caller, and its store."""
 
 from .limits import SessionLimitError
-from .session_file import SessionError, SessionFile, SessionLinkError, new_session, read_session
+from .session_file import (
+    SessionConflict,
+    SessionError,
+    SessionFile,
+    SessionLinkError,
+    new_session,
+    read_session,
+)
 from .skill import SessionSettings, SessionSkill
 from .store import LocalSessionStore, SessionStore, SessionSummary
 
 __all__ = [
     "LocalSessionStore",
+    "SessionConflict",
     "SessionError",
     "SessionFile",
     "SessionLimitError",
