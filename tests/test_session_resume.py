@@ -200,9 +200,10 @@ def _conflict(conversation_id: str = "plan") -> str:
     return (
         f"the kept conversation {conversation_id!r} has messages this one does not (it was "
         "continued elsewhere after it was loaded here, or this one lost earlier turns); it is "
-        "left as it is and this turn was not kept: start the conversation again "
-        f"(Agent.start with conversation_id={conversation_id!r}) to go on from what is kept, "
-        "or give Agent.start the messages to keep in its place (messages=...)"
+        "left as it is and this turn was not kept: start the conversation again to go on from "
+        f"what is kept (Agent.start with conversation_id={conversation_id!r}; in the chat, "
+        f"/resume {conversation_id}), or give Agent.start the messages to keep in its place "
+        "(messages=...)"
     )
 
 
@@ -296,4 +297,37 @@ async def test_s6_messages_given_to_start_replace_the_kept_conversation_on_purpo
     assert _kept(folder, OWNER)["messages"] == [
         {"role": "user", "content": "Start over."},
         {"role": "assistant", "content": "Hello."},
+    ]
+
+
+async def test_s6_after_its_replacing_turn_a_given_conversation_extends_what_it_kept(
+    tmp_path: Path,
+) -> None:
+    """`messages=` replaces once: a later turn, after another writer's, is refused."""
+    folder = tmp_path / "helper"
+    await (
+        await _agent(folder, ScriptedModel(["Tuesday."])).start(OWNER, conversation_id="plan")
+    ).send("When is the launch?")
+    given: list[Message] = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+    ]
+    here = await _agent(folder, ScriptedModel(["Noted.", "Not kept."])).start(
+        OWNER, conversation_id="plan", messages=given
+    )
+    await here.send("Start over.")
+    kept = [
+        *given,
+        {"role": "user", "content": "Start over."},
+        {"role": "assistant", "content": "Noted."},
+    ]
+    assert _kept(folder, OWNER)["messages"] == kept
+    _turn_in_a_process(folder, OWNER, "And the venue?", "The old hall.")
+    with pytest.raises(SessionConflict) as refused:
+        await here.send("Where were we?")
+    assert str(refused.value) == _conflict()
+    assert _kept(folder, OWNER)["messages"] == [
+        *kept,
+        {"role": "user", "content": "And the venue?"},
+        {"role": "assistant", "content": "The old hall."},
     ]

@@ -149,7 +149,7 @@ class Agent:
         summary and system prompt (R5), also in a new process; its later turns are kept only
         while they extend what is kept (a turn after another writer's is a SessionConflict).
         `messages` is the whole conversation so far as the caller holds it (a served client's,
-        S6): it replaces what was kept under the id, earlier turns included.
+        S6): its first turn replaces what was kept under the id, earlier turns included.
         """
         ctx = Context(
             agent=self.info,
@@ -243,9 +243,9 @@ class Conversation:
         self._turns = 0
         self._compacted_in = -1
         self.replaces_kept = replaces_kept
-        """The caller gave the conversation whole (`Agent.start(messages=...)`, S6): keeping
-        it replaces what was kept under its id. Otherwise a keep that would drop kept
-        messages is refused."""
+        """The caller gave the conversation whole (`Agent.start(messages=...)`, S6): its first
+        keep replaces what was kept under its id. Otherwise (and after that) a keep that would
+        drop kept messages, another writer's included, is refused."""
 
     @property
     def caller(self) -> Caller:
@@ -351,3 +351,4 @@ class Conversation:
         """Hand the conversation to the skills that keep conversations (after each turn)."""
         for skill in self.agent.skills:
             await skill.keep(self, turn)
+        self.replaces_kept = False  # replaced once: later turns extend what this one kept

@@ -68,9 +68,10 @@ class SessionConflict(SessionError):
         super().__init__(
             f"the kept conversation {session_id!r} has messages this one does not (it was "
             "continued elsewhere after it was loaded here, or this one lost earlier turns); it "
-            "is left as it is and this turn was not kept: start the conversation again "
-            f"(Agent.start with conversation_id={session_id!r}) to go on from what is kept, "
-            "or give Agent.start the messages to keep in its place (messages=...)"
+            "is left as it is and this turn was not kept: start the conversation again to go "
+            f"on from what is kept (Agent.start with conversation_id={session_id!r}; in the "
+            f"chat, /resume {session_id}), or give Agent.start the messages to keep in its "
+            "place (messages=...)"
         )
         self.session_id = session_id
 
