@@ -1,6 +1,7 @@
 """The session skill: conversations kept per caller, and its store."""
 
 from .limits import SessionLimitError
+from .protocol import SessionStore, SessionSummary
 from .session_file import (
     SessionConflict,
     SessionError,
@@ -10,7 +11,7 @@ from .session_file import (
     read_session,
 )
 from .skill import SessionSettings, SessionSkill
-from .store import LocalSessionStore, SessionStore, SessionSummary
+from .store import LocalSessionStore
 
 __all__ = [
     "LocalSessionStore",

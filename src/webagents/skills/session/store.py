@@ -21,10 +21,8 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 from ..._files import count_marked, exclusive, open_file_at, open_lock, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE
@@ -33,6 +31,7 @@ from ...home import sessions_dir
 from ...model import Message
 from ..newcomers import Kind
 from .limits import SessionLimits
+from .protocol import SessionSummary
 from .session_file import (
     SessionConflict,
     SessionError,
@@ -52,39 +51,6 @@ can be counted."""
 JOURNAL_MIN_FOLD = 16 * 1024
 """A journal is folded into its snapshot once it is larger than this and a quarter of the
 snapshot: loading then replays a few dozen records at most, and folding costs little per turn."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    id: str
-    title: str
-    updated: str
-    turns: int
-    where: str = "here"
-    """Where it is kept: here (this machine), portal, or both (backend: robutler)."""
-    chat_id: str | None = None
-    """The portal's chat, for one kept there."""
-    message_count: int | None = None
-    """How many messages the portal has of it (where it counts turns)."""
-
-
-class SessionStore(Protocol):
-    """Where conversations are kept; a second backend (the portal) implements the same."""
-
-    def load(self, namespace: str, session_id: str) -> SessionFile | None: ...
-
-    def open(self, namespace: str, session_id: str) -> tuple[SessionFile, Version] | None: ...
-
-    def save(
-        self,
-        namespace: str,
-        session: SessionFile,
-        *,
-        since: Version | None = None,
-        replace: bool = False,
-    ) -> Version: ...
-
-    def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]: ...
 
 
 def agent_folder_name(directory: Path) -> str:
