@@ -120,9 +120,10 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_sessions(
         "continue one of them (its metadata.session_id), or send no metadata.session_id to be "
         "answered without keeping the conversation"
     )
-    # Kept ones go on; another caller and the owner have their own room (the owner: no limit).
+    # Kept ones go on (from their kept turn); another caller and the owner have their own
+    # room (the owner: no limit).
     result = await (await agent.start(ALICE, conversation_id="two")).send("more")
-    assert result.output == "seen 2"
+    assert result.output == "seen 4"
     await (await agent.start(BOB, conversation_id="three")).send("hi")
     for n in range(4):
         await (await agent.start(Caller.owner(), conversation_id=f"o{n}")).send("hi")
@@ -466,7 +467,9 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
         await lowered.start(ALICE, conversation_id="three")
     assert str(full.value) == _bytes_refusal(1000, f"yours take {kept}")
     assert model.requests == []
-    result = await (await lowered.start(ALICE, conversation_id="one")).send("short")
+    # A shorter one, given whole as a served client sends it (S6), replaces what was kept.
+    shorter = await lowered.start(ALICE, conversation_id="one", messages=[])
+    result = await shorter.send("short")
     assert result.output == "seen 2"
     assert sorted(_files(alice)) == [".lock", ".namespace", "one.json"]
     assert (alice / "one.json").stat().st_size < kept

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from webagents.home import sessions_dir
-from webagents.skills.session import LocalSessionStore, SessionError, SessionFile, new_session
+from webagents.skills.session import (
+    LocalSessionStore,
+    SessionConflict,
+    SessionError,
+    SessionFile,
+    new_session,
+)
 from webagents.skills.session.store import agent_folder_name, caller_hash
 
 ALICE = "caller:alice@example.com"
@@ -161,7 +167,7 @@ def test_s6_turns_are_appended_to_the_journal_and_folded_in_later(tmp_path: Path
     # A client that edits its history is kept as it sent it (S6), through the journal too.
     session["messages"] = [{"role": "user", "content": "a new start"}, *_turn(9)]
     session["title"] = "a new start"
-    version = store.save(ALICE, session, since=version)
+    version = store.save(ALICE, session, since=version, replace=True)
     loaded = store.load(ALICE, "s1")
     assert loaded is not None
     assert (loaded["messages"], loaded["title"]) == (session["messages"], "a new start")
@@ -223,7 +229,7 @@ def test_s6_records_from_before_the_last_whole_write_are_skipped(tmp_path: Path)
     session, journal = _kept_with_a_journal(store)
     stale = journal.read_bytes()
     session["messages"] = _turn(7)
-    store.save(ALICE, session)  # whole: generation 1
+    store.save(ALICE, session, replace=True)  # whole: generation 1
     journal.write_bytes(stale)  # as if it had never been removed
     assert store.load(ALICE, "s1")["messages"] == _turn(7)  # type: ignore[index]
 
@@ -234,9 +240,39 @@ def test_s6_two_writers_from_one_version_keep_the_last_whole(tmp_path: Path) -> 
     version = store.save(ALICE, session)
     first = {**session, "messages": [*_turn(0), *_turn(2)]}
     second = {**session, "messages": [*_turn(0), *_turn(1), *_turn(3)]}
-    store.save(ALICE, first, since=version)  # type: ignore[arg-type]
-    store.save(ALICE, second, since=version)  # type: ignore[arg-type]  # stale: written whole
+    store.save(ALICE, first, since=version, replace=True)  # type: ignore[arg-type]
+    # Stale, and replacing on purpose (S6: a client's whole conversation): written whole.
+    store.save(ALICE, second, since=version, replace=True)  # type: ignore[arg-type]
     assert store.load(ALICE, "s1")["messages"] == second["messages"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("since", ["stale", "current", "none"])
+def test_s6_a_save_that_drops_kept_messages_is_refused_unless_it_replaces(
+    tmp_path: Path, since: str
+) -> None:
+    """Another writer's turn, kept after this one's version was read (stale), earlier turns
+    this one dropped (current), or a conversation never read here (none): nothing is
+    written."""
+    store = _store(tmp_path)
+    session = new_session("s1", "helper", [*_turn(0), *_turn(1)])
+    version = store.save(ALICE, session)
+    other = {**session, "messages": [*_turn(0), *_turn(1), *_turn(2)]}
+    later = store.save(ALICE, other, since=version)  # type: ignore[arg-type]
+    ours = {**session, "messages": [*_turn(0), *_turn(1), *_turn(3)]}
+    if since == "current":
+        ours["messages"] = _turn(3)
+    files = sorted(p for p in store.folder(ALICE).iterdir() if p.name != ".lock")
+    before = {p.name: p.read_bytes() for p in files}
+    base = {"stale": version, "current": later, "none": None}[since]
+    with pytest.raises(SessionConflict) as refused:
+        store.save(ALICE, ours, since=base)  # type: ignore[arg-type]
+    assert refused.value.session_id == "s1"  # the whole message: test_session_resume.py
+    after = sorted(p for p in store.folder(ALICE).iterdir() if p.name != ".lock")
+    assert {p.name: p.read_bytes() for p in after} == before
+    assert store.load(ALICE, "s1")["messages"] == other["messages"]  # type: ignore[index]
+
+    store.save(ALICE, ours, since=base, replace=True)  # type: ignore[arg-type]
+    assert store.load(ALICE, "s1")["messages"] == ours["messages"]  # type: ignore[index]
 
 
 @pytest.mark.parametrize(

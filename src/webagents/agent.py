@@ -140,10 +140,17 @@ class Agent:
         *,
         conversation_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
-        messages: Sequence[Message] = (),
+        messages: Sequence[Message] | None = None,
         system_prompt: str | None = None,
     ) -> Conversation:
-        """Begin a conversation (or continue a kept one: its messages and prompt snapshot)."""
+        """Begin a conversation, or go on with the one kept under `conversation_id`.
+
+        Without `messages`, a kept conversation goes on where it was left: its messages,
+        summary and system prompt (R5), also in a new process; its later turns are kept only
+        while they extend what is kept (a turn after another writer's is a SessionConflict).
+        `messages` is the whole conversation so far as the caller holds it (a served client's,
+        S6): its first turn replaces what was kept under the id, earlier turns included.
+        """
         ctx = Context(
             agent=self.info,
             caller=caller or Caller.owner(),
@@ -153,14 +160,17 @@ class Agent:
         for skill in self.skills:
             await skill.on_conversation_start(ctx)
         summary: Summary | None = None
+        kept: Sequence[Message] = ()
         for skill in self.skills:
             restored = await skill.restore(ctx)
             if restored is not None:
                 if system_prompt is None:
                     system_prompt = restored.system_prompt
                 summary = restored.summary
+                kept = restored.messages
                 break
-        history = list(messages)
+        # A copy: the conversation grows turn by turn, what was read stays what was read.
+        history = list(kept if messages is None else messages)
         if summary is not None and not summary.fits(history):
             summary = None  # the client changed what it summarised: summarise afresh
         if system_prompt is None:
@@ -173,7 +183,9 @@ class Agent:
                         f"two skills of agent {self.name!r} offer a tool named {tool.name!r}"
                     )
                 tools[tool.name] = tool
-        return Conversation(self, ctx, system_prompt, tools, history, summary)
+        return Conversation(
+            self, ctx, system_prompt, tools, history, summary, replaces_kept=messages is not None
+        )
 
     async def build_system_prompt(self, ctx: Context) -> str:
         parts = [self.instructions.strip()]
@@ -215,6 +227,8 @@ class Conversation:
         tools: dict[str, Tool],
         messages: list[Message],
         summary: Summary | None = None,
+        *,
+        replaces_kept: bool = False,
     ) -> None:
         self.agent = agent
         self.ctx = ctx
@@ -228,6 +242,10 @@ class Conversation:
         """The last model call's reported prompt tokens, and how many messages it sent."""
         self._turns = 0
         self._compacted_in = -1
+        self.replaces_kept = replaces_kept
+        """The caller gave the conversation whole (`Agent.start(messages=...)`, S6): its first
+        keep replaces what was kept under its id. Otherwise (and after that) a keep that would
+        drop kept messages, another writer's included, is refused."""
 
     @property
     def caller(self) -> Caller:
@@ -333,3 +351,4 @@ class Conversation:
         """Hand the conversation to the skills that keep conversations (after each turn)."""
         for skill in self.agent.skills:
             await skill.keep(self, turn)
+        self.replaces_kept = False  # replaced once: later turns extend what this one kept

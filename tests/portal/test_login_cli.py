@@ -106,12 +106,25 @@ def test_p3_a_revoked_sign_in_says_run_webagents_login(
         "error: this sign-in was ended (webagents logout, or its API key was revoked): "
         "run webagents login\n",
     )
-    wrong = webagents(tmp_path, "login", "--portal", served.url, "--token", "rok_" + "x" * 43)
-    assert (wrong.returncode, wrong.stderr) == (
-        2,
-        "error: this API key is unknown or was revoked: make a new one on the portal: "
-        "run webagents login\n",
-    )
+
+
+def test_p3_login_with_a_refused_api_key_says_how_to_sign_in_instead(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    """Not the command just run (the same key is refused again): where to make a new key,
+    and the browser's sign-in; nothing is kept."""
+    _user_and_key(tmp_path, fresh_database_url)
+    for key in ("rok_bogus", "rok_" + "x" * 43):
+        wrong = webagents(tmp_path, "login", "--portal", served.url, "--token", key)
+        assert (wrong.returncode, wrong.stdout, wrong.stderr) == (
+            2,
+            "",
+            f"error: the portal at {served.url} refused this API key (it is unknown there, or "
+            f"was revoked): make a new one on the portal's API keys page, {served.url}/keys, "
+            f"and sign in with it (webagents login --portal {served.url} --token rok_...), or "
+            f"sign in in the browser: webagents login --portal {served.url}\n",
+        )
+    assert not _login_file(tmp_path).exists()
 
 
 def test_p3_login_by_the_browser_refuses_a_wrong_state_and_takes_the_approval(

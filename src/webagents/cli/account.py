@@ -43,8 +43,11 @@ def run_login(
     if token is not None:
         if not token.startswith("rok_"):
             raise ConfigError("--token takes an API key (rok_...) from the portal's API keys page")
-        with PortalClient(base, token) as client:
-            access = str(client.exchange_key()["access_token"])
+        access = _exchange_key(
+            base,
+            token,
+            again="webagents login" + (f" --portal {base}" if portal is not None else ""),
+        )
     elif device:
         access = _device_login(base)
     else:
@@ -53,6 +56,21 @@ def run_login(
         user = client.me()
     save_login(profile, Login(base, str(user["username"]), str(user["id"]), access))
     click.echo(f"webagents: signed in to {base} as {user['username']}")
+
+
+def _exchange_key(base: str, key: str, again: str) -> str:
+    """An access token for an API key; a refused key says how to sign in instead (not the
+    command just run: the same key would be refused again)."""
+    with PortalClient(base, key) as client:
+        try:
+            return str(client.exchange_key()["access_token"])
+        except SignInError:
+            raise SignInError(
+                f"the portal at {base} refused this API key (it is unknown there, or was "
+                f"revoked): make a new one on the portal's API keys page, {base}/keys, and "
+                f"sign in with it ({again} --token rok_...), or sign in in the browser: "
+                f"{again}"
+            ) from None
 
 
 def run_whoami(profile: str | None) -> None:

@@ -9,6 +9,7 @@ not given or is `-`.
 from __future__ import annotations
 
 import asyncio
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,31 @@ from typing import Any
 import click
 
 from ..agent import Agent, Conversation
-from ..agent_file import load_agent
+from ..agent_file import AGENT_FILE, load_agent
 from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError
 from ..skills.memory.rights import rights_of
 from .chat import keep_conversations, new_conversation_id, offline_notice
 from .owner import fail, print_json
+
+
+def check_path_first(path: Path, prompt: str | None) -> None:
+    """With one argument that names no agent, it was most likely the prompt, given without
+    the folder: say that the folder comes first (before stdin is read for a prompt, whose
+    absence would otherwise be the error)."""
+    if prompt is not None or path.is_file() or (path / AGENT_FILE).is_file():
+        return  # two arguments: load_agent reports a PATH that is not an agent's
+    what = (
+        f"{path} is not an agent folder (it has no {AGENT_FILE})"
+        if path.exists()
+        else f"there is no agent folder {str(path)!r}"
+    )
+    text = shlex.quote(str(path))
+    fail(
+        f"{what}: webagents run takes the agent's folder, then the prompt: "
+        f"webagents run PATH {text} (in the agent's folder: webagents run . {text})"
+    )
 
 
 def read_prompt(prompt: str | None) -> str:
@@ -47,6 +66,7 @@ def run_once(
     profile: str | None = None,
 ) -> None:
     """`resume`: a kept conversation's id, `latest`, or None for a new conversation."""
+    check_path_first(path, prompt)
     text = read_prompt(prompt)
     model = None
     if offline:

@@ -253,6 +253,8 @@ class Restored:
 
     system_prompt: str | None = None
     summary: Summary | None = None
+    messages: Sequence[Message] = ()
+    """The conversation after the system prompt: where a caller that sends none goes on."""
 
 
 class Skill(Generic[S]):
@@ -310,7 +312,9 @@ class Skill(Generic[S]):
 
     async def restore(self, ctx: Context) -> Restored | None:
         """A skill that keeps conversations returns what this one had: the system prompt it
-        started with (then no skill's `prompt` is asked: R5) and its summary. First wins."""
+        started with (then no skill's `prompt` is asked: R5), its summary and its messages
+        (the conversation goes on from them unless `Agent.start` was given some). First
+        wins."""
         return None
 
     async def before_model(self, ctx: Context, messages: list[Message]) -> None:

@@ -28,7 +28,7 @@ from ...portal_client import (
     load_login,
 )
 from .outbox import Call, ChatOutbox, OutboxError, PortalMessage
-from .store import SessionSummary
+from .protocol import SessionSummary
 
 TIMEOUT = 15.0
 """Seconds a call to the portal may take before the turn is kept for later instead."""

@@ -60,6 +60,22 @@ class SessionLinkError(SessionError):
     it. The message names the path, for the owner."""
 
 
+class SessionConflict(SessionError):
+    """A save that would drop messages of the kept conversation (another writer's turns, or
+    earlier ones this conversation lost) without being asked to replace it: nothing written."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"the kept conversation {session_id!r} has messages this one does not (it was "
+            "continued elsewhere after it was loaded here, or this one lost earlier turns); it "
+            "is left as it is and this turn was not kept: start the conversation again to go "
+            f"on from what is kept (Agent.start with conversation_id={session_id!r}; in the "
+            f"chat, /resume {session_id}), or give Agent.start the messages to keep in its "
+            "place (messages=...)"
+        )
+        self.session_id = session_id
+
+
 @dataclass(frozen=True, slots=True)
 class Version:
     """A kept conversation as this store read or wrote it: what a later save builds on."""

@@ -156,21 +156,26 @@ class SessionSkill(Skill[SessionSettings]):
         return Restored(
             kept.session.get("system_prompt"),
             Summary.from_dict(kept.session.get("compaction")),
+            kept.session["messages"],
         )
 
     async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
         kept = _kept(conversation.ctx)
         if kept is None:
             return
-        session = kept.session
-        if session is None:
+        if kept.session is None:
             session = new_session(
                 kept.id,
                 conversation.agent.name,
                 [],
                 system_prompt=conversation.system_prompt,
             )
-        # S6: the conversation as it is now replaces what was kept (a client sends it whole).
+        else:
+            # A copy: a save the store refuses leaves what was kept as it was read.
+            session = kept.session.copy()
+            session["usage"] = dict(session["usage"])
+        # The conversation as it is now is kept in place of what was: it extends it, or the
+        # caller gave it whole (S6); the store refuses to drop kept turns otherwise.
         session["messages"] = list(conversation.messages)
         session["title"] = title_of(session["messages"])
         session.setdefault("system_prompt", conversation.system_prompt)
@@ -184,7 +189,9 @@ class SessionSkill(Skill[SessionSettings]):
             usage["completion_tokens"] = (
                 usage.get("completion_tokens", 0) + turn.usage.completion_tokens
             )
-        kept.version = self.store.save(kept.namespace, session, since=kept.version)
+        kept.version = self.store.save(
+            kept.namespace, session, since=kept.version, replace=conversation.replaces_kept
+        )
         kept.session = session
         if self.portal is not None and kept.namespace == OWNER_NAMESPACE:
             # Kept here first; then recorded (or queued for later) as the owner's chat.

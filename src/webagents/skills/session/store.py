@@ -21,10 +21,8 @@ import hashlib
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 from ..._files import count_marked, exclusive, open_file_at, open_lock, open_private_dir, write_at
 from ...caller import OWNER_NAMESPACE
@@ -33,7 +31,9 @@ from ...home import sessions_dir
 from ...model import Message
 from ..newcomers import Kind
 from .limits import SessionLimits
+from .protocol import SessionSummary
 from .session_file import (
+    SessionConflict,
     SessionError,
     SessionFile,
     SessionLinkError,
@@ -51,34 +51,6 @@ can be counted."""
 JOURNAL_MIN_FOLD = 16 * 1024
 """A journal is folded into its snapshot once it is larger than this and a quarter of the
 snapshot: loading then replays a few dozen records at most, and folding costs little per turn."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    id: str
-    title: str
-    updated: str
-    turns: int
-    where: str = "here"
-    """Where it is kept: here (this machine), portal, or both (backend: robutler)."""
-    chat_id: str | None = None
-    """The portal's chat, for one kept there."""
-    message_count: int | None = None
-    """How many messages the portal has of it (where it counts turns)."""
-
-
-class SessionStore(Protocol):
-    """Where conversations are kept; a second backend (the portal) implements the same."""
-
-    def load(self, namespace: str, session_id: str) -> SessionFile | None: ...
-
-    def open(self, namespace: str, session_id: str) -> tuple[SessionFile, Version] | None: ...
-
-    def save(
-        self, namespace: str, session: SessionFile, *, since: Version | None = None
-    ) -> Version: ...
-
-    def recent(self, namespace: str, limit: int = 20) -> list[SessionSummary]: ...
 
 
 def agent_folder_name(directory: Path) -> str:
@@ -184,19 +156,27 @@ class LocalSessionStore:
             os.close(dir_fd)
 
     def save(
-        self, namespace: str, session: SessionFile, *, since: Version | None = None
+        self,
+        namespace: str,
+        session: SessionFile,
+        *,
+        since: Version | None = None,
+        replace: bool = False,
     ) -> Version:
-        """Keep the session, replacing what was kept under its id (never a damaged file).
+        """Keep the session in place of what was kept under its id (never a damaged file).
 
-        Given the version it was loaded or last saved as, and the files unchanged since, only
-        what changed is appended to the journal; otherwise `<id>.json` is written whole.
+        Its messages must begin with every kept one (read under the lock, so a turn another
+        process kept meanwhile counts): otherwise a SessionConflict and nothing is written,
+        unless `replace` (the caller gave the conversation whole, S6). Given the version it
+        was loaded or last saved as, and the files unchanged since, only what changed is
+        appended to the journal; otherwise `<id>.json` is written whole.
         """
         path = self.path(namespace, session["id"])
         session["updated"] = datetime.now(UTC).isoformat()
         with self._locked(namespace) as dir_fd:
             state = _state(path.name, dir_fd)
             if since is not None and state == since.snapshot:
-                appended = self._append(namespace, path, dir_fd, session, since)
+                appended = self._append(namespace, path, dir_fd, session, since, replace)
                 if appended is not None:
                     return appended
             generation = 0
@@ -204,6 +184,8 @@ class LocalSessionStore:
                 # Changed since it was read, or never read here: it must be a session file
                 # (not a hand edit, nor another program's) before it is replaced.
                 current = read_session(path, dir_fd=dir_fd)
+                if current is not None and not replace:
+                    _refuse_dropping(current[0]["messages"], session)
                 generation = current[1].generation + 1 if current else 0
             else:
                 # Under the lock: no two pass at once.
@@ -220,7 +202,13 @@ class LocalSessionStore:
             return Version(snapshot, 0, generation, session["messages"], prompt)
 
     def _append(
-        self, namespace: str, path: Path, dir_fd: int, session: SessionFile, since: Version
+        self,
+        namespace: str,
+        path: Path,
+        dir_fd: int,
+        session: SessionFile,
+        since: Version,
+        replace: bool,
     ) -> Version | None:
         """Append the change to the journal, or None when the file should be written whole."""
         journal = journal_path(path)
@@ -233,6 +221,8 @@ class LocalSessionStore:
         if session.get("system_prompt") != since.system_prompt:
             return None  # records do not carry the prompt: the file takes it
         messages = session["messages"]
+        if not replace:
+            _refuse_dropping(since.messages, session)  # the files are as `since` read them
         keep = _common_prefix(since.messages, messages)
         line = journal_record(session, since.generation, keep)
         after = since.snapshot[1] + size + len(line)
@@ -395,6 +385,12 @@ def _state(name: str, dir_fd: int) -> tuple[int, int, int, int] | None:
     except FileNotFoundError:
         return None
     return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def _refuse_dropping(kept: list[Message], session: SessionFile) -> None:
+    """SessionConflict unless the session's messages begin with every kept one."""
+    if _common_prefix(kept, session["messages"]) < len(kept):
+        raise SessionConflict(session["id"])
 
 
 def _common_prefix(before: list[Message], after: list[Message]) -> int:
