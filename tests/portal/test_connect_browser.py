@@ -168,3 +168,8 @@ def test_p11_web_chat_keeps_the_text_and_shows_each_error_in_place_in_chromium(
         assert page.locator(shown).all_inner_texts()[-2:] == ["Now?", "owner alice said: Now? "]
     finally:
         agent.stop()
+    # Signed out meanwhile (the session cookie gone): the portal sends the post to sign in.
+    page.context.clear_cookies()
+    assert _send_and_see_the_error(page, "Still there?") == (
+        "you were signed out: copy your message, sign in again and send it"
+    )

@@ -73,7 +73,10 @@
   }
 
   async function errorOf(response) {
-    // The portal's pages and API answer errors as JSON ({"detail"} or {"error": {"message"}}).
+    if (response.redirected && new URL(response.url).pathname === "/signin") {
+      return "you were signed out: copy your message, sign in again and send it";
+    }
+    // The portal's API answers errors as JSON ({"detail"} or {"error": {"message"}}).
     try {
       const body = await response.json();
       const error = body.error;
@@ -82,7 +85,10 @@
     } catch (_) {
       // not JSON: the status alone
     }
-    return `not sent (the portal answered ${response.status}): reload the page and send it again`;
+    return (
+      `not sent (the portal answered ${response.status}): copy your message, reload the page ` +
+      "and send it again"
+    );
   }
 
   async function send(data, turn) {
