@@ -88,15 +88,15 @@ def _kept(profile: str | None) -> Login:
     return kept
 
 
-# The portal sends the token here in the URL (SPEC P3, as the platform's own CLI expects), so
-# the page takes its URL out of the address bar and the tab's history as it opens. The script
-# is inline, allowed by its hash alone: this server answers one request and closes, so a
-# script file of its own would not be served.
-_FORGET_SCRIPT = 'history.replaceState(null, "", location.pathname);'
-_FORGET_URL = f"<script>{_FORGET_SCRIPT}</script>"
+# The portal sends the token here in the URL's query (SPEC P3 pins the callback's URL), so the
+# page replaces its URL by the bare path as it opens: the token is left in neither the
+# address bar nor the tab's history. The script is inline, allowed by its hash alone: this
+# server answers one request and closes, so a script file of its own would not be served.
+_REPLACE_URL_SCRIPT = 'history.replaceState(null, "", location.pathname);'
+_REPLACE_URL = f"<script>{_REPLACE_URL_SCRIPT}</script>"
 _CALLBACK_CSP = (
     "default-src 'none'; script-src "
-    f"'sha256-{base64.b64encode(hashlib.sha256(_FORGET_SCRIPT.encode()).digest()).decode()}'; "
+    f"'sha256-{base64.b64encode(hashlib.sha256(_REPLACE_URL_SCRIPT.encode()).digest()).decode()}'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
@@ -129,7 +129,7 @@ class _Callback(http.server.BaseHTTPRequestHandler):
         self._answer(200, "Signed in: you can close this tab and return to the terminal.")
 
     def _answer(self, status: int, text: str) -> None:
-        body = f"<!doctype html><title>webagents login</title>{_FORGET_URL}<p>{text}</p>".encode()
+        body = f"<!doctype html><title>webagents login</title>{_REPLACE_URL}<p>{text}</p>".encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Security-Policy", _CALLBACK_CSP)
