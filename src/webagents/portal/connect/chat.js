@@ -135,7 +135,10 @@
     try {
       await send(data, turn);
     } catch (_) {
-      turn.failed = turn.reply === null ? UNREACHABLE : "the connection to the portal was lost";
+      turn.failed =
+        turn.reply === null
+          ? UNREACHABLE
+          : "the connection to the portal was lost: reload the page to see what was saved";
     } finally {
       if (turn.failed !== null) {
         showError(turn.failed);
