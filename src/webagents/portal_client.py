@@ -1,5 +1,7 @@
-"""The one client of the portal's API (login, whoami, logout, publish, chats; later sync,
-Connect).
+"""The one client of the portal's HTTP API: sign-in (login, whoami, logout, the device
+grant), agents (publish), chats (the sessions' record and /resume) and the memory store (the
+memory skill's `portal: true` and its sync). Portal Connect's WebSocket is the agent's own
+(server/).
 
 Errors say what to run: a refused credential is a SignInError ("run webagents login"), a
 portal that does not answer says where it was looked for.

@@ -1,15 +1,18 @@
 """The portal in Chromium (P1, P3), with real processes on SQLite and PostgreSQL: sign up,
 sign out and sign in on the pages; `webagents login` approved on /cli/auth, the browser
-carrying the token to the command's callback; `login --device` approved on /device."""
+carrying the token to the command's callback (which then takes it out of the address bar and
+the tab's history); `login --device` approved on /device."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
 from .conftest import PASSWORD
 from .processes import Child, Served, portal
-from .test_login_cli import webagents
+from .test_login_cli import _login_file, webagents
 
 
 def _sign_up(page: Any, url: str, username: str) -> None:
@@ -44,23 +47,32 @@ def test_p1_sign_up_sign_out_and_sign_in_in_chromium(page: Any, served: Served) 
     assert page.inner_text("#new-key").startswith("rok_")
 
 
-def test_p3_login_by_the_browser_flow_in_chromium(
+def test_p3_login_by_the_browser_in_chromium_leaves_no_token_in_the_address_bar_or_history(
     tmp_path: Path, page: Any, served: Served
 ) -> None:
     _sign_up(page, served.url, "alice")
     login = Child(tmp_path, "login", "--portal", served.url, "--no-browser")
     try:
-        link = login.wait_for(r"http://127\.0\.0\.1:\d+/cli/auth\?port=\d+&state=[\w-]+").group(0)
+        found = login.wait_for(r"http://127\.0\.0\.1:\d+/cli/auth\?port=(\d+)&state=[\w-]+")
+        link, port = found.group(0), found.group(1)
         page.goto(link)
         assert "asks to act as alice" in page.inner_text("main")
         page.click("#approve")
-        page.wait_for_url("http://127.0.0.1:*/callback?*")
-        assert "Signed in" in page.inner_text("body")
+        page.locator("body", has_text="Signed in").wait_for()
         assert login.finish() == 0
     finally:
         if login.popen.poll() is None:
             login.stop()
     assert login.output.endswith(f"webagents: signed in to {served.url} as alice\n")
+    token = json.loads(_login_file(tmp_path).read_text())["access_token"]
+    # The callback's URL is replaced once its page shows: the address bar...
+    page.wait_for_function("() => location.search === ''")
+    assert page.url == f"http://127.0.0.1:{port}/callback"
+    # ...and every entry of the tab's history (what Back and Forward would show).
+    history = page.context.new_cdp_session(page).send("Page.getNavigationHistory")
+    urls = [entry["url"] for entry in history["entries"]]
+    assert urls[-2:] == [link, f"http://127.0.0.1:{port}/callback"]
+    assert [url for url in urls if token in url or re.search(r"[?&]token=", url)] == []
     assert webagents(tmp_path, "whoami").stdout.startswith("alice (")
 
 

@@ -75,11 +75,11 @@ def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_sa
     page = client.get(base)
     assert page.status_code == 200
     assert table(page.text, "namespaces") == [
-        ["Namespace", "Whose", "Entries", "Kept"],
-        ["owner", "owner", "1", "forever"],
-        ["shared", "shared", "1", "forever"],
-        ["caller:bob", "caller", "2", "30 days"],
-        ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "30 days"],
+        ["Namespace", "Whose", "Entries", "Forgotten", "Kept"],
+        ["owner", "owner", "1", "0", "forever"],
+        ["shared", "shared", "1", "0", "forever"],
+        ["caller:bob", "caller", "2", "0", "30 days"],
+        ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "0", "30 days"],
     ]
     listing = client.get(f"{base}/namespace", params={"namespace": "caller:bob"})
     assert "<h1>caller: caller:bob</h1>" in listing.text
@@ -247,7 +247,7 @@ def test_p8_forget_removes_the_entry_and_syncs_a_delete(client: TestClient, db: 
     _, store, base = _agent(db, client)
     _put(store, "caller:bob", "prefs", "tea")
     cursor = service.changes(store, None, 0).cursor
-    page = client.get(f"{base}/entry", params={"namespace": "caller:bob", "key": "prefs"})
+    page = client.get(f"{base}/forget", params={"namespace": "caller:bob", "key": "prefs"})
     (fields,) = forms(page.text, "/memory/forget")
     answer = client.post(f"{base}/forget", data=fields)
     assert (answer.status_code, answer.headers["location"]) == (
@@ -381,7 +381,7 @@ def _forms_of_the_pages(store: MemoryStore, base: str) -> list[tuple[str, dict[s
                 "content_sha256": service.sha256_of("March"),
             },
         ),
-        (f"{base}/forget", {"namespace": "owner", "key": "plan"}),
+        (f"{base}/forget", {"namespace": "owner", "key": "plan", "confirm": "yes"}),
         (f"{base}/restore", {"version": str(version)}),
         (f"{base}/retention", {"namespace": "owner", "days": "1"}),
     ]
@@ -391,6 +391,8 @@ PAGES = [
     "",
     "/namespace?namespace=owner",
     "/entry?namespace=owner&key=plan",
+    "/forget?namespace=owner&key=plan",
+    "/forgotten?namespace=owner",
     "/search?q=March",
     "/export.jsonl",
     "/export.zip",

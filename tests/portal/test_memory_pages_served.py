@@ -1,7 +1,8 @@
 """The memory pages and retention against a real `webagents portal serve` (SPEC P8, P6), on
 SQLite and PostgreSQL: the owner edits an entry in Chromium and the agent's API then answers
-the new text; the portal's own background sweeper removes an expired entry, and the agent's
-sync sees the removal."""
+the new text; the owner forgets an entry in Chromium (a page asks first) and restores it
+from the namespace's forgotten entries; the portal's own background sweeper removes an
+expired entry, and the agent's sync sees the removal."""
 
 from __future__ import annotations
 
@@ -88,6 +89,34 @@ def test_p8_the_owner_edits_an_entry_in_chromium_and_the_api_answers_the_new_tex
         "what bob likes now",
         "portal",
     )
+
+
+def test_p8_the_owner_forgets_after_a_confirmation_and_restores_from_forgotten_in_chromium(
+    tmp_path: Path, fresh_database_url: str, served: Served, page: Any
+) -> None:
+    agent_id, agent = _agent(tmp_path, served.url, fresh_database_url)
+    _put(served.url, agent, namespace="owner", key="plan", content="launch in March", at=None)
+    base = f"{served.url}/agents/{agent_id}/memory"
+    page.goto(f"{served.url}/signin")
+    page.fill("#username", "alice")
+    page.fill("#password", PASSWORD)
+    page.click("main button[type=submit]")
+    page.wait_for_url(f"{served.url}/")
+    page.goto(f"{base}/entry?namespace=owner&key=plan")
+    page.click("#forget-link")
+    page.wait_for_url(f"{base}/forget?namespace=owner&key=plan")
+    assert page.inner_text("h1") == "Forget plan? in owner owner"
+    assert _get(served.url, agent, "owner", "plan")["content"] == "launch in March"
+    page.click("#confirm-forget")
+    page.wait_for_url(f"{base}/namespace?namespace=owner")
+    assert _get(served.url, agent, "owner", "plan") is None
+    page.click("#forgotten-link")
+    page.wait_for_url(f"{base}/forgotten?namespace=owner")
+    assert page.locator("#forgotten td pre").all_inner_texts() == ["launch in March"]
+    page.click("#forgotten button")
+    page.wait_for_url(f"{base}/entry?namespace=owner&key=plan")
+    assert page.input_value("#content") == "launch in March"
+    assert _get(served.url, agent, "owner", "plan")["content"] == "launch in March"
 
 
 def test_p6_portal_serve_sweeps_expired_entries_and_sync_tells_the_agent(

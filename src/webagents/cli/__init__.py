@@ -1,4 +1,6 @@
-"""The `webagents` command: `webagents [chat] [PATH]` and the subcommands of later issues.
+"""The `webagents` command: `webagents [chat] [PATH]`, `run`, `serve` and `daemon` here; the
+owner's `memory` and `sessions`, and the portal's `portal`, `login`, `whoami`, `logout` and
+`publish` from their own modules.
 
 Only the CLI turns errors into exit codes: 2 for something the user must fix in a file or
 the environment, 1 for anything else that went wrong.

@@ -6,6 +6,8 @@ login: by the browser (a one-request server on 127.0.0.1 receives the token, che
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.server
 import secrets
 import threading
@@ -104,6 +106,19 @@ def _kept(profile: str | None) -> Login:
     return kept
 
 
+# The portal sends the token here in the URL's query (SPEC P3 pins the callback's URL), so the
+# page replaces its URL by the bare path as it opens: the token is left in neither the
+# address bar nor the tab's history. The script is inline, allowed by its hash alone: this
+# server answers one request and closes, so a script file of its own would not be served.
+_REPLACE_URL_SCRIPT = 'history.replaceState(null, "", location.pathname);'
+_REPLACE_URL = f"<script>{_REPLACE_URL_SCRIPT}</script>"
+_CALLBACK_CSP = (
+    "default-src 'none'; script-src "
+    f"'sha256-{base64.b64encode(hashlib.sha256(_REPLACE_URL_SCRIPT.encode()).digest()).decode()}'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
 class _Callback(http.server.BaseHTTPRequestHandler):
     """The one request the browser brings back from /cli/auth."""
 
@@ -132,9 +147,12 @@ class _Callback(http.server.BaseHTTPRequestHandler):
         self._answer(200, "Signed in: you can close this tab and return to the terminal.")
 
     def _answer(self, status: int, text: str) -> None:
-        body = f"<!doctype html><title>webagents login</title><p>{text}</p>".encode()
+        body = f"<!doctype html><title>webagents login</title>{_REPLACE_URL}<p>{text}</p>".encode()
         self.send_response(status)
         self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Security-Policy", _CALLBACK_CSP)
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

@@ -41,6 +41,7 @@ from .db.engine import make_engine, make_sessions
 from .embeddings import Embedder, make_embedder
 from .errors import PortalError
 from .memory import api as memory_api
+from .memory import forget_pages as memory_forget_pages
 from .memory import pages as memory_pages
 from .memory.embedding_queue import EmbeddingWorker
 from .settings import PortalSettings
@@ -109,6 +110,7 @@ def create_app(
     app.include_router(connect_api.router)
     app.include_router(connect_pages.router)
     app.include_router(memory_pages.router)
+    app.include_router(memory_forget_pages.router)
 
     app.add_middleware(_Headers)
 

@@ -3,6 +3,12 @@
 // server-sent events of its own: {"delta": text}, then {"done": true} once the turn is
 // recorded in the chat, or {"error": message}. Text only (textContent): no markup from a
 // message ever reaches the page.
+//
+// The typed text leaves the box only once the turn is saved: when anything fails (the agent
+// offline or busy, the message too large, the portal out of reach, the reply cut off), the
+// text stays there to send again and the error shows where the reply would have been. The
+// message and the reply are shown once the reply starts, so a failure before it leaves no
+// empty message behind.
 (() => {
   "use strict";
   const form = document.getElementById("continue-form");
@@ -11,6 +17,8 @@
   const status = document.getElementById("continue-status");
   const box = document.getElementById("continue-message");
   const button = form.querySelector("button[type=submit]");
+  const UNREACHABLE = "the portal could not be reached: the message was not sent; send it again";
+  let shownError = null;
 
   function shown(role, text) {
     const item = document.createElement("li");
@@ -26,18 +34,89 @@
     return content;
   }
 
-  function handle(event, reply) {
-    for (const line of event.split("\n")) {
-      if (!line.startsWith("data: ")) continue;
-      const message = JSON.parse(line.slice(6));
-      if (typeof message.delta === "string") {
-        reply.textContent += message.delta;
-        status.textContent = "the agent is answering…";
-      } else if (message.done) {
-        status.textContent = "saved in this chat";
-      } else if (typeof message.error === "string") {
-        status.textContent = message.error;
+  function showError(text) {
+    shownError = document.createElement("li");
+    shownError.className = "error";
+    shownError.setAttribute("role", "alert");
+    shownError.textContent = text;
+    list.append(shownError);
+    status.textContent = "";
+  }
+
+  // One turn on the page: the question and the reply appear with the reply's first piece.
+  class Turn {
+    constructor(text) {
+      this.text = text;
+      this.reply = null;
+      this.failed = null;
+      this.saved = false;
+    }
+
+    handle(event) {
+      for (const line of event.split("\n")) {
+        if (!line.startsWith("data: ")) continue;
+        const message = JSON.parse(line.slice(6));
+        if (typeof message.delta === "string") {
+          if (this.reply === null) {
+            shown("user", this.text);
+            this.reply = shown("assistant", "");
+          }
+          this.reply.textContent += message.delta;
+          status.textContent = "the agent is answering…";
+        } else if (message.done) {
+          this.saved = true;
+        } else if (typeof message.error === "string") {
+          this.failed = message.error;
+        }
       }
+    }
+  }
+
+  async function errorOf(response) {
+    if (response.redirected && new URL(response.url).pathname === "/signin") {
+      return "you were signed out: copy your message, sign in again and send it";
+    }
+    // The portal's API answers errors as JSON ({"detail"} or {"error": {"message"}}).
+    try {
+      const body = await response.json();
+      const error = body.error;
+      const message = typeof error === "object" && error ? error.message : body.detail;
+      if (typeof message === "string" && message) return message;
+    } catch (_) {
+      // not JSON: the status alone
+    }
+    return (
+      `not sent (the portal answered ${response.status}): copy your message, reload the page ` +
+      "and send it again"
+    );
+  }
+
+  async function send(data, turn) {
+    const response = await fetch(form.action, {
+      method: "POST",
+      body: data,
+      credentials: "same-origin",
+      headers: { Accept: "text/event-stream" },
+    });
+    const type = response.headers.get("content-type") || "";
+    if (!response.body || !type.startsWith("text/event-stream")) {
+      turn.failed = await errorOf(response);
+      return;
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let pending = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      pending += value;
+      let cut;
+      while ((cut = pending.indexOf("\n\n")) >= 0) {
+        turn.handle(pending.slice(0, cut));
+        pending = pending.slice(cut + 2);
+      }
+    }
+    if (!turn.saved && turn.failed === null) {
+      turn.failed = "the answer stopped before it was saved: send the message again";
     }
   }
 
@@ -47,37 +126,26 @@
     const text = (data.get("message") || "").trim();
     if (!text) return;
     button.disabled = true;
-    shown("user", text);
-    const reply = shown("assistant", "");
-    box.value = "";
+    if (shownError !== null) {
+      shownError.remove();
+      shownError = null;
+    }
     status.textContent = "waiting for the agent…";
+    const turn = new Turn(text);
     try {
-      const response = await fetch(form.action, {
-        method: "POST",
-        body: data,
-        credentials: "same-origin",
-        headers: { Accept: "text/event-stream" },
-      });
-      const type = response.headers.get("content-type") || "";
-      if (!response.body || !type.startsWith("text/event-stream")) {
-        status.textContent = `not sent (${response.status}): reload the page and send it again`;
-        return;
-      }
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      let pending = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        pending += value;
-        let cut;
-        while ((cut = pending.indexOf("\n\n")) >= 0) {
-          handle(pending.slice(0, cut), reply);
-          pending = pending.slice(cut + 2);
-        }
-      }
-    } catch (error) {
-      status.textContent = "the connection to the portal was lost: reload the page";
+      await send(data, turn);
+    } catch (_) {
+      turn.failed =
+        turn.reply === null
+          ? UNREACHABLE
+          : "the connection to the portal was lost: reload the page to see what was saved";
     } finally {
+      if (turn.failed !== null) {
+        showError(turn.failed);
+      } else {
+        box.value = "";
+        status.textContent = "saved in this chat";
+      }
       button.disabled = false;
     }
   });

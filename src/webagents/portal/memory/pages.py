@@ -1,5 +1,6 @@
-"""The owner's memory pages (P8): an agent's memory by namespace, search, an entry to read,
-edit or forget, its versions to restore, export, and retention.
+"""The owner's memory pages (P8): an agent's memory by namespace, search, an entry to read
+and edit, its versions to restore, export, and retention (forgetting, and the forgotten
+entries, are in forget_pages.py).
 
 Thin: check the form's CSRF token, call the same service the API calls (with the store made
 for the agent's owner: another account's agent is a 404 page), render. An edit carries the
@@ -96,15 +97,20 @@ def _overview(
     request: Request, user: AccountScope, db: Db, opened: Opened, **context: Any
 ) -> Response:
     rules = retention.rules_of(db, opened.agent.id)
+    forgotten = service.forgotten_counts(opened.store)
+    # A namespace whose entries were all forgotten is listed too: its Forgotten page
+    # restores them.
+    counts = dict.fromkeys(forgotten, 0) | dict(service.namespaces(opened.store))
     namespaces = [
         {
             "namespace": name,
             "shown": shown(name),
             "label": label_of(name),
             "count": count,
+            "forgotten": forgotten.get(name, 0),
             "kept": _kept(retention.days_for(rules, name)),
         }
-        for name, count in sorted(service.namespaces(opened.store), key=_order)
+        for name, count in sorted(counts.items(), key=_order)
     ]
     choices = [OWNER_NAMESPACE, SHARED_NAMESPACE, retention.ALL_CALLERS] + [
         name for name, _ in service.namespaces(opened.store) if label_of(name) == "caller"
@@ -149,6 +155,7 @@ def namespace_page(
         user,
         opened,
         "memory_namespace.html",
+        namespace=namespace,
         entries=sorted(entries, key=lambda entry: entry.key),
         label=label_of(namespace),
         shown=shown(namespace),
@@ -312,15 +319,6 @@ def save_entry(
 
 def _entry_url(opened: Opened, namespace: str, key: str) -> str:
     return f"{opened.base}/entry?{urlencode({'namespace': namespace, 'key': key})}"
-
-
-@router.post("/agents/{agent_id}/memory/forget")
-def forget_entry(
-    user: SignedIn, opened: Posted, namespace: FormText = "", key: FormText = ""
-) -> Response:
-    service.delete(opened.store, namespace, key, by=service.by_owner(user.username))
-    target = f"{opened.base}/namespace?{urlencode({'namespace': namespace})}"
-    return RedirectResponse(target, status_code=303)
 
 
 @router.post("/agents/{agent_id}/memory/restore")

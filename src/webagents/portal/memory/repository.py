@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import ColumnElement, Select, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -151,6 +151,39 @@ class MemoryStore:
             .order_by(MemoryEntry.namespace)
         )
         return [(str(name), int(count)) for name, count in rows]
+
+    def _forgetting(self) -> ColumnElement[bool]:
+        """Joins this agent's forgotten entries to the version their forgetting left (the
+        change that set their cursor): what restores them. Once retention removes that
+        version, nothing is left to restore and the entry is no longer listed."""
+        return and_(
+            MemoryEntry.agent_id == self.agent_id,
+            MemoryEntry.deleted_at.is_not(None),
+            MemoryVersion.agent_id == MemoryEntry.agent_id,
+            MemoryVersion.entry_id == MemoryEntry.id,
+            MemoryVersion.cursor == MemoryEntry.cursor,
+            MemoryVersion.op == "delete",
+        )
+
+    def forgotten(self, namespace: str, limit: int) -> list[MemoryVersion]:
+        """The versions that forgot a namespace's entries, the last forgotten first."""
+        query = (
+            select(MemoryVersion)
+            .join(MemoryEntry, self._forgetting())
+            .where(MemoryEntry.namespace == namespace)
+            .order_by(MemoryEntry.cursor.desc())
+            .limit(limit)
+        )
+        return list(self.session.scalars(query))
+
+    def forgotten_counts(self) -> dict[str, int]:
+        """How many restorable forgotten entries each namespace has (none: not named)."""
+        rows = self.session.execute(
+            select(MemoryEntry.namespace, func.count())
+            .join(MemoryVersion, self._forgetting())
+            .group_by(MemoryEntry.namespace)
+        )
+        return {str(name): int(count) for name, count in rows}
 
     def changes(
         self, namespaces: Sequence[str] | None, since: int, upto: int, limit: int

@@ -311,6 +311,18 @@ def versions(store: MemoryStore, namespace: str, key: str) -> list[VersionOut]:
     return [version_out(v) for v in store.versions(ident)]
 
 
+def forgotten(store: MemoryStore, namespace: str, limit: int = MAX_LIST) -> list[VersionOut]:
+    """The namespace's forgotten entries, each as the version its forgetting left (what was
+    forgotten, when and by whom; restoring it brings the entry back), the last one first.
+    They are listed until retention removes that version."""
+    found = store.forgotten(check_namespace(namespace), max(1, min(limit, MAX_LIST)))
+    return [version_out(version) for version in found]
+
+
+def forgotten_counts(store: MemoryStore) -> dict[str, int]:
+    return store.forgotten_counts()
+
+
 def restore_version(store: MemoryStore, version_id: uuid.UUID, *, by: str) -> EntryOut:
     """Make a kept version the entry's current text again (a delete's version brings back
     what was forgotten); the restore is itself a change, kept as a version."""
