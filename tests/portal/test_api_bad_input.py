@@ -35,8 +35,8 @@ TOO_DEEP = (
     "reads: send a flatter body"
 )
 NOT_A_NUMBER = (
-    "the request body holds NaN or Infinity, which are not JSON numbers: send a number, or "
-    "null for none"
+    "the request body holds NaN, Infinity or a number past a double's range, which the portal "
+    "cannot keep: send a finite number, or null for none"
 )
 
 
@@ -125,6 +125,7 @@ def test_p4_nan_and_infinity_in_any_body_are_refused_400(client: TestClient, db:
         '{"name":"helper","skills":[NaN]}',
         '{"name":"helper","skills":[{"memory":{"budget":Infinity}}]}',
         '{"name":"helper","skills":[-Infinity]}',
+        '{"name":"helper","skills":[{"memory":{"budget":1e400}}]}',  # Python reads inf
     ]:
         made = client.post("/api/agents", headers=alice, content=body)
         assert (made.status_code, made.json()) == (400, _error(NOT_A_NUMBER, "bad_json")), body

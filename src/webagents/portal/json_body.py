@@ -1,6 +1,6 @@
 """What every JSON body the portal reads must be, checked once for all routes (BodyLimit calls
 it before any route parses): nested at most MAX_DEPTH arrays and objects deep, and without
-NaN or Infinity.
+NaN or Infinity (nor a number too large for a double, which Python reads as infinity).
 
 Python's parser takes both, and each broke something further in: a body nested about a
 thousand deep is a RecursionError (a 500) in whichever parser meets it first; NaN is a float
@@ -12,6 +12,7 @@ route, whose error says what it expected.
 
 from __future__ import annotations
 
+import math
 import re
 from array import array
 from itertools import accumulate
@@ -22,6 +23,8 @@ Python's own JSON reader and writer give up (the portal re-writes a relayed body
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_A_NUMBER = re.compile(rb"NaN|Infinity")
+# Numbers that may pass a double's range once read: a long exponent, or over 308 digits.
+_LARGE_NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{3,}|[0-9]{308,})")
 # Opening brackets count +1 and closing ones -1 (255 as a signed byte); nothing else is kept.
 _DEPTH_STEP = bytes(
     1 if chr(byte) in "[{" else 255 if chr(byte) in "]}" else 0 for byte in range(256)
@@ -33,8 +36,8 @@ TOO_DEEP = (
     "the portal reads: send a flatter body"
 )
 NOT_A_NUMBER = (
-    "the request body holds NaN or Infinity, which are not JSON numbers: send a number, or "
-    "null for none"
+    "the request body holds NaN, Infinity or a number past a double's range, which the portal "
+    "cannot keep: send a finite number, or null for none"
 )
 
 
@@ -43,6 +46,9 @@ def problem(body: bytes) -> str | None:
     outside = _STRING.sub(b"", body)  # what strings hold is text, never structure
     if _NOT_A_NUMBER.search(outside):
         return NOT_A_NUMBER
+    for number in _LARGE_NUMBER.findall(outside):
+        if not math.isfinite(float(number)):
+            return NOT_A_NUMBER
     brackets = outside.translate(None, _NOT_A_BRACKET)
     if len(brackets) <= MAX_DEPTH:
         return None  # too few to nest that deep (most bodies)
