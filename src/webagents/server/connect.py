@@ -294,6 +294,7 @@ class AgentConnection:
     @staticmethod
     async def _failed(message: str | bytes, send: SendFrame) -> None:
         """The error answer of a request frame that could not be taken (none for others)."""
+        # Best effort: the frame itself may be what failed, and nothing here may end the loop.
         with contextlib.suppress(Exception):
             frame = orjson.loads(message)
             if isinstance(frame, dict) and frame.get("type") == "request":
