@@ -210,3 +210,49 @@ def test_p12_the_agent_killed_mid_reply_the_caller_gets_an_error_not_a_hang(
         finally:
             agent.stop()
     assert len(outcome) == 1 and isinstance(outcome[0], openai.APIError), outcome
+
+
+def _nested(depth: int) -> str:
+    """A chat completions request with a field nested `depth` arrays deep."""
+    return '{"messages":[{"role":"user","content":"Hi"}],"extra":' + "[" * depth + "]" * depth + "}"
+
+
+def test_p12_a_body_the_agent_cannot_take_is_answered_an_error_and_the_connection_serves_on(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    folder, alice = _published(tmp_path, served, fresh_database_url, "name: helper")
+    url = f"{served.url}/agents/helper/chat/completions"
+    headers = {"Authorization": f"Bearer {alice}", "content-type": "application/json"}
+    with running(["serve", str(folder), "--offline"], child_env(tmp_path)) as agent:
+        _ready(agent, served)
+        # 300 deep: the portal relays it; the agent cannot re-encode it (orjson stops at 255).
+        deep = httpx.post(url, content=_nested(300), headers=headers, timeout=60)
+        # 1,100 deep: past what the portal reads (Python's parser gives up near 1,000).
+        deeper = httpx.post(url, content=_nested(1100), headers=headers, timeout=60)
+        after = _say(served, alice, "hello")
+    assert (deep.status_code, deep.json()) == (
+        400,
+        {
+            "error": {
+                "message": "the request body is nested deeper than the agent takes (255 levels "
+                "of JSON arrays and objects): send a flatter body",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "body_too_deep",
+            }
+        },
+    )
+    assert (deeper.status_code, deeper.json()) == (
+        400,
+        {
+            "error": {
+                "message": "the request body nests JSON arrays and objects more than 512 deep, "
+                "more than the portal reads: send a flatter body",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "bad_json",
+            }
+        },
+    )
+    assert after
+    assert "lost the connection" not in agent.output, agent.output

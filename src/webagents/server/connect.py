@@ -27,7 +27,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from ..home import agent_key_file, is_agent_id
 from ..skills.auth import AuthSkill
 from .hosting import AgentHost, ServedAgent
-from .relay import Frame, RelayedRequest
+from .relay import Frame, RelayedRequest, SendFrame
 
 log = logging.getLogger("webagents.connect")
 
@@ -122,20 +122,27 @@ class AgentConnection:
     async def _run(self) -> None:
         tries = 0  # failed tries of the outage going on; 0: none
         refused = False
+        keyless = False
         while True:
             key = agent_key(self.target.agent_id, self.profile)
             if key is None:
-                self._say(
-                    logging.ERROR,
-                    "Portal Connect has no key for it on this machine (no %s, and %s is not "
-                    "set): run webagents publish again, or set %s; serving locally only",
-                    agent_key_file(self.target.agent_id, self.profile)
-                    if self.target.agent_id
-                    else "published key",
-                    AGENT_TOKEN_ENV,
-                    AGENT_TOKEN_ENV,
-                )
-                return
+                if not keyless:
+                    self._say(
+                        logging.ERROR,
+                        "Portal Connect has no key for it on this machine (no %s, and %s is "
+                        "not set): run webagents publish again, or set %s; serving locally "
+                        "only (the key is looked for again every %g s)",
+                        agent_key_file(self.target.agent_id, self.profile)
+                        if self.target.agent_id
+                        else "published key",
+                        AGENT_TOKEN_ENV,
+                        AGENT_TOKEN_ENV,
+                        REFUSED_RETRY_SECONDS,
+                    )
+                keyless = True
+                await _pause(REFUSED_RETRY_SECONDS)
+                continue
+            keyless = False
             self._up_since = None
             try:
                 await self._connect(key, tries)
@@ -149,6 +156,9 @@ class AgentConnection:
                 await _pause(REFUSED_RETRY_SECONDS)
                 continue
             except (OSError, WebSocketException, TimeoutError) as exc:
+                reason = _reason(exc)
+            except Exception as exc:  # not a network failure: a fault here, said with its trace
+                log.error("agent %r: Portal Connect failed", self.target.agent, exc_info=exc)
                 reason = _reason(exc)
             refused = False
             up_since = self._up_since
@@ -219,7 +229,12 @@ class AgentConnection:
         return OSError(f"the portal answered HTTP {status} at /ws")
 
     async def _hello(self, ws: ClientConnection, tries: int) -> None:
-        hello = orjson.loads(await asyncio.wait_for(ws.recv(), HELLO_TIMEOUT_SECONDS))
+        # asyncio.timeout, not wait_for: on Python 3.11 a stop that came as the hello arrived
+        # was swallowed by wait_for (it returned the hello), and the stopped connection went
+        # on serving, so `webagents serve` waited for it forever.
+        async with asyncio.timeout(HELLO_TIMEOUT_SECONDS):
+            text = await ws.recv()
+        hello = orjson.loads(text)
         if not isinstance(hello, dict) or hello.get("type") != "hello":
             raise OSError("the portal did not start with hello")
         agent_id = hello.get("agent_id")
@@ -252,19 +267,46 @@ class AgentConnection:
 
         async for message in ws:
             try:
-                frame = orjson.loads(message)
-            except orjson.JSONDecodeError:
-                log.warning("Portal Connect: a frame that is not JSON was ignored")
-                continue
-            kind = frame.get("type") if isinstance(frame, dict) else None
-            if kind == "request":
-                self._start(RelayedRequest(self.app, self.target.agent, frame, send))
-            elif kind == "cancel":
-                running = self._running.get(str(frame.get("id")))
-                if running is not None:
-                    running.cancel()
-            elif kind == "ping":
-                await send({"type": "pong"})
+                await self._take(message, send)
+            except Exception as exc:
+                # One frame must never end the connection (any caller the owner allows can
+                # make the portal relay anything): it is logged, answered when it asked for
+                # an answer, and the next frame is read.
+                log.error("Portal Connect: a frame could not be handled", exc_info=exc)
+                await self._failed(message, send)
+
+    async def _take(self, message: str | bytes, send: SendFrame) -> None:
+        try:
+            frame = orjson.loads(message)
+        except orjson.JSONDecodeError:
+            log.warning("Portal Connect: a frame that is not JSON was ignored")
+            return
+        kind = frame.get("type") if isinstance(frame, dict) else None
+        if kind == "request":
+            self._start(RelayedRequest(self.app, self.target.agent, frame, send))
+        elif kind == "cancel":
+            running = self._running.get(str(frame.get("id")))
+            if running is not None:
+                running.cancel()
+        elif kind == "ping":
+            await send({"type": "pong"})
+
+    @staticmethod
+    async def _failed(message: str | bytes, send: SendFrame) -> None:
+        """The error answer of a request frame that could not be taken (none for others)."""
+        # Best effort: the frame itself may be what failed, and nothing here may end the loop.
+        with contextlib.suppress(Exception):
+            frame = orjson.loads(message)
+            if isinstance(frame, dict) and frame.get("type") == "request":
+                await send(
+                    {
+                        "type": "error",
+                        "id": str(frame.get("id")),
+                        "status": 500,
+                        "message": "the agent could not take this request",
+                        "code": "agent_error",
+                    }
+                )
 
     def _start(self, request: RelayedRequest) -> None:
         self._running[request.id] = request
@@ -319,6 +361,7 @@ class Connector:
     async def run(self, app: ASGIApp) -> None:
         try:
             while True:
+                self._reap()
                 wanted = set(self.targets())
                 for target in set(self.connections) - wanted:
                     self.connections.pop(target)[1].cancel()
@@ -332,3 +375,18 @@ class Connector:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _reap(self) -> None:
+        """The supervisor: a connection task that ended (it never should while its agent is
+        served) is logged and dropped, and opened again below as any wanted target."""
+        for target, (_, task) in list(self.connections.items()):
+            if not task.done():
+                continue
+            del self.connections[target]
+            failure = None if task.cancelled() else task.exception()
+            log.error(
+                "agent %r: the Portal Connect connection ended (%s); opening it again",
+                target.agent,
+                _reason(failure) if failure is not None else "it stopped",
+                exc_info=failure,
+            )

@@ -29,6 +29,10 @@ RELAY_EXTENSION = "webagents.relay"
 CANCEL_GRACE_SECONDS = 5.0
 """How long a cancelled request may take to stop by itself (it is told its caller left)
 before its task is cancelled outright."""
+UNENCODABLE = (
+    "the request body is nested deeper than the agent takes (255 levels of JSON arrays and "
+    "objects): send a flatter body"
+)
 _FORWARDED_HEADERS = ("content-type", "retry-after", "x-should-retry")
 
 Frame = dict[str, Any]
@@ -67,7 +71,15 @@ class RelayedRequest:
         self.id = str(frame.get("id"))
         assertion = frame.get("assertion")
         self._relayed = Relayed(assertion if isinstance(assertion, str) else None, self.id)
-        self._body = orjson.dumps(frame.get("body"))
+        try:
+            self._body = orjson.dumps(frame.get("body"))
+        except orjson.JSONEncodeError:
+            # Deeper than orjson writes (255 levels): no agent would read it either. This one
+            # request is refused; the connection it came on goes on (run answers the error).
+            self._body = b""
+            self._unencodable = True
+        else:
+            self._unencodable = False
         self._pending: bytes | None = self._body
         self._app = app
         self._agent = agent
@@ -81,14 +93,28 @@ class RelayedRequest:
         self._cancelled.set()
 
     async def run(self) -> None:
+        if self._unencodable:
+            await self._frame(
+                {
+                    "type": "error",
+                    "id": self.id,
+                    "status": 400,
+                    "message": UNENCODABLE,
+                    "code": "body_too_deep",
+                }
+            )
+            return
         work = asyncio.ensure_future(self._dispatch())
         stop = asyncio.ensure_future(self._cancelled.wait())
         try:
             await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done():
                 # Told of the disconnect, the app stops the turn itself; this is the backstop.
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result
+                # instead of the cancellation when both arrive together, so a stop was lost.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(work), CANCEL_GRACE_SECONDS)
+                    async with asyncio.timeout(CANCEL_GRACE_SECONDS):
+                        await asyncio.shield(work)
         finally:
             stop.cancel()
             if not work.done():

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope, require_scope
 from ..db.tables import Agent
+from ..storable import is_storable
 
 
 class Agents:
@@ -44,4 +45,6 @@ def name_taken(session: Session, name: str) -> bool:
 
 def agent_named(session: Session, name: str) -> Agent | None:
     """Any account's agent by its public name: whom a caller asks a token for."""
+    if not is_storable(name):  # no row has it, and PostgreSQL would raise on a NUL
+        return None
     return session.scalars(select(Agent).where(Agent.name == name)).one_or_none()

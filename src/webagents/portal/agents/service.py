@@ -14,6 +14,7 @@ from ..accounts.scope import AccountScope
 from ..db.tables import Agent
 from ..errors import BadInput, Conflict, NotFound
 from ..settings import PortalSettings
+from ..storable import check_storable
 from ..tokens import service as tokens
 from .repository import Agents, agent_named, name_taken
 from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
@@ -71,8 +72,16 @@ def get_agent(db: Session, scope: AccountScope, agent_id: str) -> Agent:
     return agent
 
 
+def _check_storable(given: AgentIn | AgentPatch) -> None:
+    """The agent's text fields hold text a database can keep (a NUL was PostgreSQL's 500);
+    skills are checked with their shape (skills_field)."""
+    for field in ("description", "instructions", "model"):
+        check_storable(field, getattr(given, field))
+
+
 def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreated:
     name = check_agent_name(given.name)
+    _check_storable(given)
     if name_taken(db, name):
         raise _taken(name)
     key = new_api_key()
@@ -97,6 +106,7 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
 
 def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPatch) -> AgentOut:
     agent = get_agent(db, scope, agent_id)
+    _check_storable(patch)
     changes = patch.model_dump(exclude_unset=True)
     for field, value in changes.items():
         if value is None and field in _NOT_NULL:

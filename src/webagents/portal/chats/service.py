@@ -24,7 +24,7 @@ from ..agents.service import get_agent
 from ..db.tables import Agent, Chat, ChatMessage
 from ..errors import BadInput, Conflict, NotFound, PortalError
 from ..storable import check_storable as _check_text
-from ..storable import check_storable_json
+from ..storable import check_storable_json, within_depth
 from .repository import Chats
 from .schemas import (
     MAX_CHAT_CHARS,
@@ -111,7 +111,9 @@ def message_out(message: ChatMessage) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.client_id is not None:
         out["id"] = message.client_id
-    out.update(message.extra)
+    # A value kept before the depth bound of storable (tool_calls nested hundreds deep) is
+    # left out: no writer of the answer could encode it, and the rest of the chat still reads.
+    out.update((key, value) for key, value in message.extra.items() if within_depth(value))
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,8 +35,11 @@ log = logging.getLogger("webagents.portal.connect")
 
 router = APIRouter()
 
-# Reply headers passed on to the caller: the body's type and the agent's own.
-_PASSED_PREFIX = "x-webagents-"
+# Reply headers passed on to the caller: the agent's own, where they are a header at all. The
+# agent's words go into the portal's answer: a line break there ended the caller's connection
+# when the server wrote it (or, in a laxer server, would start a header of the agent's choice).
+_PASSED_NAME = re.compile(r"x-webagents-[a-z0-9-]{1,64}")
+_PASSED_VALUE = re.compile(r"[\x20-\x7e]{0,1024}")
 
 
 def public_url(issuer: str, agent_name: str) -> str:
@@ -143,7 +147,11 @@ async def chat_completions(request: Request, name: str) -> Response:
         return relay_error(exc)
     # The body's type is the portal's, not the agent's: a caller's browser never sniffs or
     # renders what an agent chose to call text/html.
-    passed = {key: value for key, value in headers.items() if key.startswith(_PASSED_PREFIX)}
+    passed = {
+        name: value
+        for name, value in headers.items()
+        if _PASSED_NAME.fullmatch(name) and _PASSED_VALUE.fullmatch(value)
+    }
     passed["X-Content-Type-Options"] = "nosniff"
     if body.get("stream") is True:
         passed["content-type"] = "text/event-stream"
