@@ -33,7 +33,8 @@ class PortalSettings:
     database_url: str
     session_lifetime: timedelta = timedelta(days=14)
     # Failed sign-ins allowed within the window before every attempt is answered 429:
-    # per account (guessing one password) and per address (trying many accounts).
+    # per account and address pair (guessing one password; the owner at another address
+    # is not locked out) and per address (trying many accounts).
     sign_in_window: timedelta = timedelta(minutes=15)
     sign_in_failures_per_account: int = 5
     sign_in_failures_per_address: int = 20

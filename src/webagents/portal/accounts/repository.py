@@ -93,8 +93,12 @@ class Directory:
     def forget_failures(self, *, before: datetime) -> None:
         self._session.execute(delete(SignInAttempt).where(SignInAttempt.at <= before))
 
-    def forget_failures_of(self, username: str) -> None:
-        self._session.execute(delete(SignInAttempt).where(SignInAttempt.username == username))
+    def forget_failures_of(self, username: str, address: str) -> None:
+        self._session.execute(
+            delete(SignInAttempt).where(
+                SignInAttempt.username == username, SignInAttempt.address == address
+            )
+        )
 
 
 class ApiKeys:

@@ -77,7 +77,7 @@ def sign_in(
     if not verify_password(user.password_hash if user else None, password) or user is None:
         limits.record_failure(directory, settings, username, address, now)
         raise Unauthorized("wrong username or password", code="wrong_password")
-    limits.record_success(directory, username)
+    limits.record_success(directory, username, address)
     return _new_browser_session(db, settings, user)
 
 
