@@ -1,5 +1,7 @@
-"""Tokens over HTTP: the published keys (`/.well-known/jwks.json`) and the exchange of an
-API key for an access token (`POST /api/auth/cli/token`, SPEC P3's `login --token`)."""
+"""Tokens over HTTP: what an agent's verifier reads from the portal (the published keys at
+`/.well-known/jwks.json`, and whether the agent's owner allows others to call it), and the
+exchange of an API key for an access token (`POST /api/auth/cli/token`, SPEC P3's
+`login --token`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
 from ..accounts.auth import ApiKeyCaller, Db
+from ..agents.access import allows_others
 from ..settings import PortalSettings
 from . import service
 
@@ -30,6 +33,16 @@ def _settings(request: Request) -> PortalSettings:
 def jwks(request: Request, response: Response, db: Db) -> dict[str, Any]:
     response.headers["Cache-Control"] = f"public, max-age={service.JWKS_MAX_AGE}"
     return service.jwks(db, _settings(request))
+
+
+@router.get("/api/agents/{agent_id}/access")
+def agent_access(response: Response, db: Db, agent_id: str) -> dict[str, bool]:
+    """Whether the agent's owner allows other portal users to call it, as it stands now: the
+    agent's `auth` skill asks before it serves a user's token, so that turning others off
+    holds at once, for tokens minted before too. Public, like the keys: it tells what the
+    portal's 403 to anyone asking for a token would tell."""
+    response.headers["Cache-Control"] = "no-store"
+    return {"allowOthers": allows_others(db, agent_id)}
 
 
 @router.post("/api/auth/cli/token")
