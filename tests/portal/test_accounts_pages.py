@@ -192,7 +192,14 @@ def test_p1_sign_up_refusals_say_what_to_do(client: TestClient, db: Session) -> 
             "choose a username of 3-32 characters of a-z 0-9 _ -, starting with a letter or "
             "digit (not &#39;a&#39;)",
         ),
-        ("bob", "short", 400, "choose a password of at least 10 characters"),
+        (
+            "bob",
+            "short",
+            400,
+            "this password has 5 characters: choose a password of at least 10 characters "
+            "with at least 5 different ones, not a common password, not a pattern, and not "
+            "containing your username",
+        ),
     ]
     for username, password, status, message in cases:
         answer = client.post(

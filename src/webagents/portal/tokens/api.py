@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
-from ..accounts.auth import ApiKeyCaller, Db
+from ..accounts.auth import ApiKeyCaller, Db, address_of
 from ..agents.access import allows_others
 from ..settings import PortalSettings
 from . import service
@@ -55,5 +55,6 @@ def cli_token(request: Request, scope: ApiKeyCaller, db: Db) -> CliToken:
         subject=scope.user_id,
         username=scope.username,
         api_key_id=scope.api_key_id,
+        sign_in=("key", address_of(request)),
     )
     return CliToken(access_token=issued.token, username=scope.username, user_id=str(scope.user_id))
