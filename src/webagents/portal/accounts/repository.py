@@ -127,6 +127,14 @@ class Directory:
         self._session.flush()
         return invite
 
+    def invite_usable(self, code_hash: str, now: datetime) -> bool:
+        found = self._session.scalar(
+            select(Invite.id).where(
+                Invite.code_hash == code_hash, Invite.used_at.is_(None), Invite.expires_at > now
+            )
+        )
+        return found is not None
+
     def take_invite(self, code_hash: str, user_id: uuid.UUID, now: datetime) -> bool:
         """Use the invitation for this account; False when it is unknown, used or expired
         (two sign-ups racing for one code: one takes it)."""
@@ -239,14 +247,14 @@ class SignIns:
         )
         return bool(getattr(done, "rowcount", 0) == 1)
 
-    def end_all(self, now: datetime, *, keep_browser: uuid.UUID | None = None) -> int:
+    def end_all(self, now: datetime, *, keep_browser: uuid.UUID | None = None) -> None:
         """End every browser session (but `keep_browser`) and every token of the account
-        still live; how many ways in were ended."""
+        still live."""
         browsers = delete(BrowserSession).where(BrowserSession.user_id == self._scope.user_id)
         if keep_browser is not None:
             browsers = browsers.where(BrowserSession.id != keep_browser)
-        ended = self._session.execute(browsers)
-        tokens = self._session.execute(
+        self._session.execute(browsers)
+        self._session.execute(
             update(IssuedToken)
             .where(
                 IssuedToken.user_id == self._scope.user_id,
@@ -255,7 +263,6 @@ class SignIns:
             )
             .values(revoked_at=now)
         )
-        return int(getattr(ended, "rowcount", 0)) + int(getattr(tokens, "rowcount", 0))
 
     def set_password_hash(self, password_hash: str) -> None:
         self._session.execute(

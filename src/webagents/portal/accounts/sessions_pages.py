@@ -7,7 +7,7 @@ account's session id answers 404 like one that never was.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -26,7 +26,6 @@ from ..web import (
 from . import sessions
 from .auth import Db, SignedIn, address_of
 from .password_policy import RULE as PASSWORD_RULE
-from .scope import AccountScope
 
 router = APIRouter(dependencies=[FormSecrets])
 
@@ -34,15 +33,10 @@ FormText = Annotated[str, Form()]
 Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
 
 
-def _page(request: Request, db: Db, user: AccountScope, **shown: Any) -> Response:
-    token = request.cookies.get(SESSION_COOKIE)
-    listed = sessions.ways_in(db, user, token)
-    return render(request, "sessions.html", user=user, ways=listed, **shown)
-
-
 @router.get("/sessions", response_class=HTMLResponse)
 def sessions_page(request: Request, user: SignedIn, db: Db) -> Response:
-    return _page(request, db, user)
+    listed = sessions.ways_in(db, user, request.cookies.get(SESSION_COOKIE))
+    return render(request, "sessions.html", user=user, ways=listed)
 
 
 @router.post("/sessions/{kind}/{way_id}/end")

@@ -52,8 +52,11 @@ def sign_up(
     if settings.sign_up == "invite" and not invite.strip():
         raise Forbidden(INVITE_NEEDED, code="invite_required")
     directory = Directory(db)
-    directory.hold_sign_ups_from(address)  # until the request's transaction ends
     now = datetime.now(UTC)
+    code = digest(invite.strip())
+    if settings.sign_up == "invite" and not directory.invite_usable(code, now):
+        raise Forbidden(BAD_INVITE, code="bad_invite")  # before anything about the name
+    directory.hold_sign_ups_from(address)  # until the request's transaction ends
     since = now - settings.sign_up_window
     if directory.sign_ups_since(since, address) >= settings.sign_ups_per_address:
         hours = settings.sign_up_window.total_seconds() / 3600
@@ -67,10 +70,8 @@ def sign_up(
     # invitation refused leaves no account.
     with db.begin_nested():
         scope = add_user(db, username, password)
-        if settings.sign_up == "invite" and not directory.take_invite(
-            digest(invite.strip()), scope.user_id, now
-        ):
-            raise Forbidden(BAD_INVITE, code="bad_invite")
+        if settings.sign_up == "invite" and not directory.take_invite(code, scope.user_id, now):
+            raise Forbidden(BAD_INVITE, code="bad_invite")  # taken meanwhile by another
         directory.add_sign_up(address, now, forget_before=since)
     user = directory.user_named(scope.username)
     assert user is not None
