@@ -143,6 +143,36 @@ async def test_a_allow_others_off_refuses_a_users_token_at_the_portal_and_at_the
     await skill.aclose()
 
 
+async def test_a_a_users_token_waits_for_the_owners_choice_503_when_the_portal_is_down(
+    client: TestClient, world: dict[str, Any], tmp_path: Path
+) -> None:
+    """The keys are known but the owner's choice cannot be read: a user's token is neither
+    taken nor called wrong (503, as for keys), and the owner's needs no asking."""
+    from webagents.access import VerifierUnavailable
+
+    folder = tmp_path / "half-down"
+    (folder / ".webagents").mkdir(parents=True)
+    (folder / ".webagents" / "config.json").write_text(
+        json.dumps({"link": {"agentId": world["agent_id"], "portal": PORTAL}})
+    )
+
+    def keys_only(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/.well-known/jwks.json":
+            return httpx.Response(200, json=client.get(request.url.path).json())
+        raise httpx.ConnectError("All connection attempts failed", request=request)
+
+    skill = AuthSkill(http=httpx.AsyncClient(transport=httpx.MockTransport(keys_only)))
+    skill.bind(AgentInfo(name="helper", directory=folder))
+    assert await skill.caller(_agent_token(client, world["alice"])) == Caller.owner()
+    with pytest.raises(VerifierUnavailable) as refused:
+        await skill.caller(_agent_token(client, world["bob"]))
+    assert str(refused.value) == (
+        "the portal that verifies this agent's callers cannot be reached just now; try again "
+        "shortly"
+    )
+    await skill.aclose()
+
+
 def test_a_the_owners_choice_is_public_by_agent_id_and_an_unknown_agent_is_404(
     client: TestClient, world: dict[str, Any]
 ) -> None:
