@@ -67,8 +67,11 @@ def settings(migrated_engine: Engine) -> PortalSettings:
     return PortalSettings(database_url=migrated_engine.url.render_as_string(hide_password=False))
 
 
-def make_client(settings: PortalSettings, engine: Engine, db: Session) -> TestClient:
-    """A browser (cookies kept, redirects not followed) on an app that uses the test's session."""
+def make_client(
+    settings: PortalSettings, engine: Engine, db: Session, address: str = "testclient"
+) -> TestClient:
+    """A browser (cookies kept, redirects not followed) on an app that uses the test's session,
+    its requests coming from `address`."""
     app = create_app(settings, engine=engine)
 
     def test_session() -> Iterator[Session]:
@@ -81,7 +84,7 @@ def make_client(settings: PortalSettings, engine: Engine, db: Session) -> TestCl
 
     app.dependency_overrides[request_session] = test_session
     app.dependency_overrides[read_request_session] = test_session
-    return TestClient(app, follow_redirects=False)
+    return TestClient(app, follow_redirects=False, client=(address, 50000))
 
 
 @pytest.fixture

@@ -144,7 +144,8 @@ def test_p1_sign_in_attempts_over_the_account_limit_answer_429(
     )
     assert right.status_code == 429
     assert (
-        "too many failed sign-ins for &#39;alice&#39;: wait 15 minutes and try again" in right.text
+        "too many failed sign-ins for &#39;alice&#39; from your address: wait 15 minutes and "
+        "try again" in right.text
     )
     assert SESSION_COOKIE not in client.cookies
 
@@ -172,8 +173,9 @@ def test_p1_sign_in_limit_counts_only_recent_failures_and_a_success_clears_them(
 ) -> None:
     make_account(db)
     old = datetime.now(UTC) - timedelta(minutes=16)
-    db.add_all(SignInAttempt(username="alice", address="elsewhere", at=old) for _ in range(5))
-    db.add_all(SignInAttempt(username="alice", address="elsewhere") for _ in range(4))
+    here = "testclient"  # the test client's address
+    db.add_all(SignInAttempt(username="alice", address=here, at=old) for _ in range(5))
+    db.add_all(SignInAttempt(username="alice", address=here) for _ in range(4))
     db.flush()
     sign_in(client)  # 4 recent failures: under the limit of 5
     assert db.scalars(select(SignInAttempt).where(SignInAttempt.username == "alice")).all() == []
@@ -190,7 +192,14 @@ def test_p1_sign_up_refusals_say_what_to_do(client: TestClient, db: Session) -> 
             "choose a username of 3-32 characters of a-z 0-9 _ -, starting with a letter or "
             "digit (not &#39;a&#39;)",
         ),
-        ("bob", "short", 400, "choose a password of at least 10 characters"),
+        (
+            "bob",
+            "short",
+            400,
+            "this password has 5 characters: choose a password of at least 10 characters "
+            "with at least 5 different ones, not a common password, not a pattern, and not "
+            "containing your username",
+        ),
     ]
     for username, password, status, message in cases:
         answer = client.post(

@@ -124,6 +124,9 @@ def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Se
 def test_p4_a_token_for_an_agent_names_the_owner_or_a_user(client: TestClient, db: Session) -> None:
     alice, bob = _bearer(db, "alice"), _bearer(db, "bob")
     agent_id = client.post("/api/agents", headers=alice, json=HELPER).json()["agent"]["id"]
+    not_yet = client.post("/api/agents/token", headers=bob, json={"agent": "helper"})
+    assert (not_yet.status_code, not_yet.json()["error"]["code"]) == (403, "not_allowed")
+    client.patch(f"/api/agents/{agent_id}", headers=alice, json={"allowOthers": True})
     for headers, tier in [(alice, "owner"), (bob, "user")]:
         answer = client.post("/api/agents/token", headers=headers, json={"agent": "helper"})
         body = answer.json()

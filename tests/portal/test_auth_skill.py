@@ -56,9 +56,10 @@ def _skill(client: TestClient, folder: Path, agent_id: str) -> AuthSkill:
     fetched: list[str] = []
 
     def serve(request: httpx.Request) -> httpx.Response:
-        """The portal's JWKS, as the portal publishes it at the time of the request."""
+        """The portal's JWKS and the owner's choice, as the portal answers at the time."""
         fetched.append(str(request.url))
-        return httpx.Response(200, json=client.get(request.url.path).json())
+        answer = client.get(request.url.path)
+        return httpx.Response(answer.status_code, json=answer.json())
 
     skill = AuthSkill(http=httpx.AsyncClient(transport=httpx.MockTransport(serve)))
     skill.bind(AgentInfo(name="helper", directory=folder))
@@ -70,6 +71,10 @@ def _skill(client: TestClient, folder: Path, agent_id: str) -> AuthSkill:
 def world(client: TestClient, db: Session, tmp_path: Path) -> dict[str, Any]:
     alice, bob = _bearer(db, "alice"), _bearer(db, "bob")
     made = client.post("/api/agents", headers=alice, json=HELPER).json()
+    allowed = client.patch(
+        f"/api/agents/{made['agent']['id']}", headers=alice, json={"allowOthers": True}
+    )
+    assert allowed.status_code == 200, allowed.text
     client.post("/api/agents", headers=bob, json={**HELPER, "name": "other"})
     skill = _skill(client, tmp_path / "helper", made["agent"]["id"])
     return {"alice": alice, "bob": bob, "skill": skill, "agent_id": made["agent"]["id"]}
@@ -83,7 +88,10 @@ async def test_a_the_owners_portal_token_is_the_owner_and_another_users_is_a_cal
     other = _agent_token(client, world["bob"])
     assert await skill.caller(owner) == Caller.owner()
     assert await skill.caller(other) == Caller.verified("bob")
-    assert skill.fetched == [f"{PORTAL}/.well-known/jwks.json"]  # type: ignore[attr-defined]
+    assert skill.fetched == [  # type: ignore[attr-defined]
+        f"{PORTAL}/.well-known/jwks.json",
+        f"{PORTAL}/api/agents/{world['agent_id']}/access",  # the owner's choice, for bob's
+    ]
     claims = jwt.decode(other, options={"verify_signature": False})
     assert (claims["aud"], claims["tier"], claims["sub"] != "") == (
         f"agent:{world['agent_id']}",
@@ -91,6 +99,98 @@ async def test_a_the_owners_portal_token_is_the_owner_and_another_users_is_a_cal
         True,
     )
     await skill.aclose()
+
+
+NOT_ALLOWED = (
+    "the owner of 'helper' has not allowed other users to call it: ask them to allow others "
+    "on the agent's page in the portal"
+)
+
+
+async def test_a_allow_others_off_refuses_a_users_token_at_the_portal_and_at_the_agent(
+    client: TestClient, world: dict[str, Any]
+) -> None:
+    """Issue 21: the owner's choice holds on every path. A token minted while others were
+    allowed is refused by the agent's verifier once the owner turns others off, and the
+    portal then mints none; the owner's own token is served all along."""
+    skill: AuthSkill = world["skill"]
+    bobs = _agent_token(client, world["bob"])
+    owners = _agent_token(client, world["alice"])
+    assert await skill.caller(bobs) == Caller.verified("bob")
+    off = client.patch(
+        f"/api/agents/{world['agent_id']}", headers=world["alice"], json={"allowOthers": False}
+    )
+    assert off.status_code == 200, off.text
+    with pytest.raises(Unauthorized) as refused:
+        await skill.caller(bobs)
+    assert str(refused.value) == (
+        "the owner of this agent has not allowed other users to call it: ask them to allow "
+        "others on the agent's page in the portal"
+    )
+    assert await skill.caller(owners) == Caller.owner()
+    asked = client.post("/api/agents/token", headers=world["bob"], json={"agent": "helper"})
+    assert (asked.status_code, asked.json()) == (
+        403,
+        {
+            "error": {
+                "message": NOT_ALLOWED,
+                "type": "permission_error",
+                "param": None,
+                "code": "not_allowed",
+            }
+        },
+    )
+    await skill.aclose()
+
+
+async def test_a_a_users_token_waits_for_the_owners_choice_503_when_the_portal_is_down(
+    client: TestClient, world: dict[str, Any], tmp_path: Path
+) -> None:
+    """The keys are known but the owner's choice cannot be read: a user's token is neither
+    taken nor called wrong (503, as for keys), and the owner's needs no asking."""
+    from webagents.access import VerifierUnavailable
+
+    folder = tmp_path / "half-down"
+    (folder / ".webagents").mkdir(parents=True)
+    (folder / ".webagents" / "config.json").write_text(
+        json.dumps({"link": {"agentId": world["agent_id"], "portal": PORTAL}})
+    )
+
+    def keys_only(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/.well-known/jwks.json":
+            return httpx.Response(200, json=client.get(request.url.path).json())
+        raise httpx.ConnectError("All connection attempts failed", request=request)
+
+    skill = AuthSkill(http=httpx.AsyncClient(transport=httpx.MockTransport(keys_only)))
+    skill.bind(AgentInfo(name="helper", directory=folder))
+    assert await skill.caller(_agent_token(client, world["alice"])) == Caller.owner()
+    with pytest.raises(VerifierUnavailable) as refused:
+        await skill.caller(_agent_token(client, world["bob"]))
+    assert str(refused.value) == (
+        "the portal that verifies this agent's callers cannot be reached just now; try again "
+        "shortly"
+    )
+    await skill.aclose()
+
+
+def test_a_the_owners_choice_is_public_by_agent_id_and_an_unknown_agent_is_404(
+    client: TestClient, world: dict[str, Any]
+) -> None:
+    """What the agent's verifier reads: `allowOthers` now, no credential needed; no cache."""
+    url = f"/api/agents/{world['agent_id']}/access"
+    allowed = client.get(url)
+    assert (allowed.status_code, allowed.json(), allowed.headers["cache-control"]) == (
+        200,
+        {"allowOthers": True},
+        "no-store",
+    )
+    client.patch(
+        f"/api/agents/{world['agent_id']}", headers=world["alice"], json={"allowOthers": False}
+    )
+    assert client.get(url).json() == {"allowOthers": False}
+    for unknown in ("00000000-0000-0000-0000-000000000000", "not-an-id"):
+        missing = client.get(f"/api/agents/{unknown}/access")
+        assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
 
 
 def _b64(data: bytes) -> str:

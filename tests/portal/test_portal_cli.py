@@ -79,7 +79,9 @@ def test_p1_portal_commands_refuse_with_what_to_do(tmp_path: Path, fresh_databas
     short = portal(tmp_path, "adduser", "carol", "--database", fresh_database_url, stdin="short\n")
     assert (short.returncode, short.stderr) == (
         2,
-        "error: choose a password of at least 10 characters\n",
+        "error: this password has 5 characters: choose a password of at least 10 characters "
+        "with at least 5 different ones, not a common password, not a pattern, and not "
+        "containing your username\n",
     )
     twice = [
         portal(tmp_path, "adduser", "dave", "--database", fresh_database_url, stdin=PASSWORD)

@@ -1,4 +1,5 @@
-"""`webagents portal serve|migrate|adduser|apikey`: the self-hosted portal (SPEC P1).
+"""`webagents portal serve|migrate|adduser|passwd|invite|apikey`: the self-hosted portal
+(SPEC P1).
 
 The portal's packages are an extra (`pip install 'webagents[portal]'`), imported only when a
 command runs, so that `webagents` works without them.
@@ -50,6 +51,23 @@ def _run(fn: Any, *args: Any) -> None:
     run_or_exit(refusals_to_fix)
 
 
+_SIGN_UP_SHOWN = {
+    "open": "open (anyone who reaches the portal; --sign-up invite or closed to limit it)",
+    "invite": "by invitation (make one with webagents portal invite)",
+    "closed": "closed (add users with webagents portal adduser)",
+}
+
+
+def _new_password(username: str) -> str:
+    """Asked for twice without echo at a terminal; else standard input's first line."""
+    if sys.stdin.isatty():
+        password: str = click.prompt(
+            f"Password for {username}", hide_input=True, confirmation_prompt=True
+        )
+        return password
+    return sys.stdin.readline().rstrip("\r\n")
+
+
 @click.group()
 def portal() -> None:
     """The self-hosted portal: accounts, API keys, access tokens, published agents."""
@@ -83,6 +101,17 @@ def portal() -> None:
     help="The memory store's embedding model for semantic search: local (offline), "
     "openai[:MODEL] (an OpenAI-compatible /v1/embeddings endpoint), or none (full-text only).",
 )
+@click.option(
+    "--sign-up",
+    "sign_up",
+    envvar="WEBAGENTS_PORTAL_SIGN_UP",
+    metavar="open|invite|closed",
+    default="open",
+    show_default=True,
+    help="Who may make an account on the sign-up page: anyone (open; a few accounts per "
+    "address an hour), whoever holds an invitation from 'webagents portal invite' (invite), "
+    "or nobody (closed: add users with 'webagents portal adduser').",
+)
 @_database_option
 @click.pass_context
 def serve(
@@ -92,11 +121,23 @@ def serve(
     public_url: str | None,
     forwarded_allow_ips: str,
     embeddings: str,
+    sign_up: str,
     database: str | None,
     profile: str | None,
 ) -> None:
     """Serve the portal; its database is migrated first."""
-    _run(_serve, ctx, host, port, public_url, forwarded_allow_ips, embeddings, database, profile)
+    _run(
+        _serve,
+        ctx,
+        host,
+        port,
+        public_url,
+        forwarded_allow_ips,
+        embeddings,
+        sign_up,
+        database,
+        profile,
+    )
 
 
 def _embedder(choice: str) -> Any:
@@ -122,6 +163,7 @@ def _serve(
     public_url: str | None,
     forwarded_allow_ips: str,
     embeddings: str,
+    sign_up: str,
     database: str | None,
     profile: str | None,
 ) -> None:
@@ -132,13 +174,14 @@ def _serve(
     from ..portal.admin import open_database
     from ..portal.app import create_app
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
-    from ..portal.settings import check_public_url
+    from ..portal.settings import check_public_url, check_sign_up
     from .serve import bind
 
     settings = replace(
         _settings(ctx, database, profile),
         public_url=check_public_url(public_url),
         embeddings=embeddings,
+        sign_up=check_sign_up(sign_up),
     )
     embedder = _embedder(embeddings)
     engine = open_database(settings)
@@ -148,6 +191,7 @@ def _serve(
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
     shown_model = embedder.name if embedder is not None else "none (semantic search off)"
     click.echo(f"  embeddings: {shown_model}")
+    click.echo(f"  sign-up: {_SIGN_UP_SHOWN[settings.sign_up]}")
     click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
     proxies = forwarded_allow_ips.strip()
     # uvicorn would believe X-Forwarded-* from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unasked:
@@ -206,18 +250,74 @@ def _adduser(ctx: click.Context, username: str, database: str | None, profile: s
     from ..portal.admin import add_user, open_database
 
     settings = _settings(ctx, database, profile)
-    if sys.stdin.isatty():
-        password = click.prompt(
-            f"Password for {username}", hide_input=True, confirmation_prompt=True
-        )
-    else:
-        password = sys.stdin.readline().rstrip("\r\n")
+    password = _new_password(username)
     engine = open_database(settings)
     try:
         scope = add_user(engine, username, password)
     finally:
         engine.dispose()
     click.echo(f"webagents portal: added user {scope.username} ({scope.user_id})")
+
+
+@portal.command()
+@click.argument("username")
+@_database_option
+@click.pass_context
+def passwd(ctx: click.Context, username: str, database: str | None, profile: str | None) -> None:
+    """Set USERNAME's password (asked for without echo, or read from standard input's first
+    line when it is not a terminal); every browser session and command-line sign-in of the
+    user ends."""
+    _run(_passwd, ctx, username, database, profile)
+
+
+def _passwd(ctx: click.Context, username: str, database: str | None, profile: str | None) -> None:
+    from ..portal.admin import open_database, set_password
+
+    settings = _settings(ctx, database, profile)
+    password = _new_password(username)
+    engine = open_database(settings)
+    try:
+        scope = set_password(engine, username, password)
+    finally:
+        engine.dispose()
+    click.echo(
+        f"webagents portal: new password for {scope.username}; every session and "
+        "command-line sign-in of the user was ended"
+    )
+
+
+@portal.command()
+@click.option(
+    "--days",
+    type=click.IntRange(1, 365),
+    default=7,
+    show_default=True,
+    help="How long the invitation is good for.",
+)
+@_database_option
+@click.pass_context
+def invite(ctx: click.Context, days: int, database: str | None, profile: str | None) -> None:
+    """Make an invitation to sign up, for a portal served with --sign-up invite; the code is
+    printed on the last line (shown this once) and makes one account."""
+    _run(_invite, ctx, days, database, profile)
+
+
+def _invite(ctx: click.Context, days: int, database: str | None, profile: str | None) -> None:
+    from datetime import timedelta
+
+    from ..portal.admin import new_invite, open_database
+
+    engine = open_database(_settings(ctx, database, profile))
+    try:
+        code, expires = new_invite(engine, timedelta(days=days))
+    finally:
+        engine.dispose()
+    click.echo(
+        "webagents portal: an invitation for one account, good until "
+        f"{expires.isoformat(timespec='minutes')} (enter it on the sign-up page, or open "
+        "/signup?invite=CODE; shown once):"
+    )
+    click.echo(code)
 
 
 @portal.command()

@@ -1,18 +1,19 @@
 """The portal from the command line: open and migrate its database, run a transaction, and
-the administrator's accounts (adduser, apikey). `webagents portal ...` calls these."""
+the administrator's accounts (adduser, apikey, passwd, invite). `webagents portal ...` calls
+these."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from ..errors import ConfigError
-from .accounts import service
+from .accounts import service, sessions, sign_up
 from .accounts.auth import administrator_scope
 from .accounts.schemas import NewApiKey
 from .accounts.scope import AccountScope
@@ -50,6 +51,19 @@ def transaction(engine: Engine) -> Iterator[Session]:
 def add_user(engine: Engine, username: str, password: str) -> AccountScope:
     with transaction(engine) as session:
         return service.add_user(session, username, password)
+
+
+def set_password(engine: Engine, username: str, password: str) -> AccountScope:
+    """A new password for the user; every session and command-line sign-in of it ends."""
+    with transaction(engine) as session:
+        scope = administrator_scope(session, username)
+        sessions.set_password(session, scope, password)
+        return scope
+
+
+def new_invite(engine: Engine, lifetime: timedelta) -> tuple[str, datetime]:
+    with transaction(engine) as session:
+        return sign_up.new_invite(session, lifetime)
 
 
 def new_api_key(engine: Engine, username: str, name: str) -> NewApiKey:

@@ -33,11 +33,18 @@ class PortalSettings:
     database_url: str
     session_lifetime: timedelta = timedelta(days=14)
     # Failed sign-ins allowed within the window before every attempt is answered 429:
-    # per account (guessing one password) and per address (trying many accounts).
+    # per account and address pair (guessing one password; the owner at another address
+    # is not locked out) and per address (trying many accounts).
     sign_in_window: timedelta = timedelta(minutes=15)
     sign_in_failures_per_account: int = 5
     sign_in_failures_per_address: int = 20
-    allow_sign_up: bool = True
+    # Who may make an account on the sign-up page (`portal serve --sign-up`): anyone
+    # (`open`), whoever holds an invitation (`invite`, made by `webagents portal invite`), or
+    # nobody (`closed`: the administrator adds users with `webagents portal adduser`).
+    sign_up: str = "open"
+    # Accounts one address may make on the sign-up page within the window.
+    sign_ups_per_address: int = 5
+    sign_up_window: timedelta = timedelta(hours=1)
     # Access tokens (P2): how long one is valid, and how long a rotated-in key is published
     # before it signs (verifiers cache the JWKS for at most JWKS_MAX_AGE).
     token_lifetime: timedelta = timedelta(hours=24)
@@ -109,6 +116,19 @@ def check_database_url(given: str) -> URL:
         f"the portal keeps its data in SQLite or PostgreSQL, not {backend!r} ({where}): write "
         "sqlite:///PATH/portal.db or postgresql+psycopg://USER:PASSWORD@HOST/DATABASE"
     )
+
+
+SIGN_UP_MODES = ("open", "invite", "closed")
+
+
+def check_sign_up(given: str) -> str:
+    """`--sign-up` (or WEBAGENTS_PORTAL_SIGN_UP): one of SIGN_UP_MODES."""
+    chosen = given.strip().lower()
+    if chosen not in SIGN_UP_MODES:
+        raise ConfigError(
+            f"--sign-up (or WEBAGENTS_PORTAL_SIGN_UP) is open, invite or closed, not {given!r}"
+        )
+    return chosen
 
 
 def check_public_url(given: str | None) -> str | None:

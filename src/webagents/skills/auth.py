@@ -4,7 +4,8 @@
 of the folder's link (`webagents publish`), else the one `webagents login` signed in to, else
 ROBUTLER_API_URL. A token the portal issued for this agent (`aud` = `agent:<agent id>`) names
 its caller: the agent's owner on the portal (`tier: owner`) is the owner; any other portal
-user is `caller:<username>`. A token from another issuer is left to the `access:` block; a
+user is `caller:<username>`, while the owner allows others (the portal is asked each time:
+`GET /api/agents/<id>/access`). A token from another issuer is left to the `access:` block; a
 token from this portal that fails (another agent's audience, expired, an unknown key, any
 algorithm but RS256) is refused, never taken for anonymous.
 
@@ -46,6 +47,10 @@ UNREACHABLE = (
     "the portal that verifies this agent's callers cannot be reached just now; try again shortly"
 )
 JWKS_REFETCH_SECONDS = 30
+NOT_ALLOWED = (
+    "the owner of this agent has not allowed other users to call it: ask them to allow "
+    "others on the agent's page in the portal"
+)
 ASSERTION_LEEWAY_SECONDS = 30
 """Clock skew allowed between the portal and this machine on an assertion's iat and exp."""
 
@@ -136,6 +141,8 @@ class AuthSkill(Skill[AuthSettings]):
         username = claims.get("username")
         if not isinstance(username, str) or not username:
             raise Unauthorized("the portal token names no user")
+        if not await self._allows_others():
+            raise Unauthorized(NOT_ALLOWED)
         return Caller.verified(username)
 
     async def relayed_caller(self, assertion: str) -> Caller:
@@ -171,6 +178,24 @@ class AuthSkill(Skill[AuthSettings]):
         # `channel` (the portal's web chat box: "web") says where the user is, not who: the
         # same portal user is the same caller, with the same notes, wherever they write from.
         return Caller.verified(username)
+
+    async def _allows_others(self) -> bool:
+        """The owner's choice as the portal holds it now, asked for each user's token: a
+        token names its tier when it was minted, and the owner may have turned others off
+        since (a relayed request needs no asking: the portal decided it for that request)."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=10)
+        url = f"{self.portal}/api/agents/{self.agent_id}/access"
+        try:
+            answer = await self._http.get(url)
+            if answer.status_code == 404:
+                return False  # the portal no longer knows the agent: nobody else is allowed
+            answer.raise_for_status()
+            allowed = answer.json()["allowOthers"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            log.warning("auth: the owner's choice could not be read from %s (%s)", url, exc)
+            raise VerifierUnavailable(UNREACHABLE) from None
+        return allowed is True
 
     async def warm(self) -> None:
         """Fetch the portal's keys now if none are known (Portal Connect, once connected), so

@@ -17,13 +17,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db.engine import read_request_session, request_session
-from ..db.tables import Agent, User
+from ..db.tables import Agent, IssuedToken, User
 from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from ..web import SESSION_COOKIE
 from .credentials import API_KEY_PREFIX, digest
-from .repository import Directory
+from .repository import Directory, touch
 from .scope import AccountScope, AgentScope, mint, mint_agent
 
 Db = Annotated[Session, Depends(request_session, scope="function")]
@@ -35,6 +35,16 @@ class SignInRequired(Unauthorized):
     code = "sign_in_required"
 
 
+# How often a session's or sign-in's "last used" is written, at most (seconds).
+LAST_USED_EVERY = 60.0
+
+
+def address_of(request: Request) -> str:
+    """The client's address, as the server believes it (X-Forwarded-For only from the
+    proxies the operator named): what sign-in limits count, and the sessions page shows."""
+    return request.client.host if request.client else "unknown"
+
+
 def scope_of(user: User) -> AccountScope:
     return mint(user.id, user.username)
 
@@ -42,8 +52,13 @@ def scope_of(user: User) -> AccountScope:
 def browser_scope(db: Session, token: str | None) -> AccountScope | None:
     if not token:
         return None
-    user = Directory(db).user_of_browser_session(digest(token), datetime.now(UTC))
-    return scope_of(user) if user is not None else None
+    now = datetime.now(UTC)
+    found = Directory(db).browser_session(digest(token), now)
+    if found is None:
+        return None
+    user, session = found
+    touch(db, session, now, LAST_USED_EVERY)
+    return scope_of(user)
 
 
 _SEND_API_KEY = (
@@ -84,6 +99,9 @@ def bearer_scope(
     if credential.startswith(API_KEY_PREFIX):
         return api_key_scope(db, authorization)
     claims = tokens.verify(db, settings, credential, issuer=issuer, audience=tokens.PORTAL_AUDIENCE)
+    issued = db.get(IssuedToken, str(claims["jti"]))
+    if issued is not None and issued.kind is not None:
+        touch(db, issued, datetime.now(UTC), LAST_USED_EVERY)
     try:
         user = db.get(User, uuid.UUID(str(claims["sub"])))
     except ValueError:

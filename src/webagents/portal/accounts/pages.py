@@ -1,4 +1,5 @@
-"""Accounts' pages: sign up, sign in, sign out, the account's home and its API keys.
+"""Accounts' pages: sign up, sign in, sign out, the account's home and its API keys (its
+sessions and password: sessions_pages.py).
 
 Thin: check the form's CSRF token, call the service, render. A refusal is shown above the
 form it came from, with its status; the request's transaction still commits, so that a
@@ -7,7 +8,7 @@ failed sign-in is counted.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -26,9 +27,12 @@ from ..web import (
     set_csrf_cookie,
     set_session_cookie,
 )
-from . import service
-from .auth import Db, MaybeSignedIn, SignedIn
-from .schemas import PASSWORD_MIN, USERNAME_RULE
+from . import service, sessions_pages
+from .auth import Db, MaybeSignedIn, SignedIn, address_of
+from .password_policy import RULE as PASSWORD_RULE
+from .schemas import USERNAME_RULE
+from .sign_up import CLOSED
+from .sign_up import sign_up as sign_up_with
 
 router = APIRouter(dependencies=[FormSecrets])
 
@@ -67,8 +71,7 @@ def sign_in(
 ) -> Response:
     try:
         check_csrf(request, csrf)
-        address = request.client.host if request.client else "unknown"
-        signed = service.sign_in(db, _settings(request), username, password, address)
+        signed = service.sign_in(db, _settings(request), username, password, address_of(request))
     except PortalError as exc:
         return render(
             request,
@@ -82,10 +85,10 @@ def sign_in(
 
 
 @router.get("/signup")
-def sign_up_page(request: Request, user: MaybeSignedIn) -> Response:
+def sign_up_page(request: Request, user: MaybeSignedIn, invite: str = "") -> Response:
     if user is not None:
         return RedirectResponse("/", status_code=303)
-    return render(request, "signup.html", username="", rules=_rules())
+    return _sign_up_form(request, username="", invite=invite)
 
 
 @router.post("/signup")
@@ -95,24 +98,24 @@ def sign_up(
     csrf: Csrf = "",
     username: FormText = "",
     password: FormText = "",
+    invite: FormText = "",
 ) -> Response:
     try:
         check_csrf(request, csrf)
-        signed = service.sign_up(db, _settings(request), username, password)
+        signed = sign_up_with(
+            db, _settings(request), username, password, address_of(request), invite
+        )
     except PortalError as exc:
-        return render(
-            request,
-            "signup.html",
-            status=exc.status,
-            error=exc.message,
-            username=username,
-            rules=_rules(),
+        return _sign_up_form(
+            request, username=username, invite=invite, status=exc.status, error=exc.message
         )
     return _signed_in(request, signed, "/")
 
 
-def _rules() -> str:
-    return f"Username: {USERNAME_RULE}. Password: at least {PASSWORD_MIN} characters."
+def _sign_up_form(request: Request, **shown: Any) -> Response:
+    mode = _settings(request).sign_up
+    rules = f"Username: {USERNAME_RULE}. Password: {PASSWORD_RULE}."
+    return render(request, "signup.html", mode=mode, closed=CLOSED, rules=rules, **shown)
 
 
 @router.post("/signout")
@@ -167,3 +170,6 @@ def revoke_key(request: Request, user: SignedIn, db: Db, key_id: str, csrf: Csrf
     check_csrf(request, csrf)
     service.revoke_key(db, user, key_id)
     return RedirectResponse("/keys", status_code=303)
+
+
+router.include_router(sessions_pages.router)

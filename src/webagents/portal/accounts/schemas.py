@@ -12,8 +12,6 @@ from ..errors import BadInput
 
 USERNAME_RULE = "3-32 characters of a-z 0-9 _ -, starting with a letter or digit"
 _USERNAME = re.compile(r"^[a-z0-9][a-z0-9_-]{2,31}$")
-PASSWORD_MIN = 10
-PASSWORD_MAX = 1024
 KEY_NAME_MAX = 100
 
 
@@ -27,18 +25,6 @@ def check_username(given: str) -> str:
     if not _USERNAME.fullmatch(username):
         raise BadInput(f"choose a username of {USERNAME_RULE} (not {given!r})", code="bad_username")
     return username
-
-
-def check_password(password: str) -> str:
-    if len(password) < PASSWORD_MIN:
-        raise BadInput(
-            f"choose a password of at least {PASSWORD_MIN} characters", code="weak_password"
-        )
-    if len(password) > PASSWORD_MAX:
-        raise BadInput(
-            f"choose a password of at most {PASSWORD_MAX} characters", code="bad_password"
-        )
-    return password
 
 
 def check_key_name(given: str) -> str:

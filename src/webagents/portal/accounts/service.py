@@ -16,13 +16,13 @@ from ..settings import PortalSettings
 from . import limits
 from .auth import scope_of
 from .credentials import digest, new_api_key, new_session_token, shown_prefix
+from .password_policy import check_password
 from .passwords import hash_password, verify_password
 from .repository import ApiKeys, Directory
 from .schemas import (
     ApiKeyOut,
     NewApiKey,
     check_key_name,
-    check_password,
     check_username,
     normalize_username,
 )
@@ -38,7 +38,8 @@ class SignedIn:
 
 
 def add_user(db: Session, username: str, password: str) -> AccountScope:
-    username, password = check_username(username), check_password(password)
+    username = check_username(username)
+    password = check_password(password, username)
     directory = Directory(db)
     if directory.user_named(username) is not None:
         raise Conflict(f"the username {username!r} is taken: choose another", code="username_taken")
@@ -50,19 +51,6 @@ def add_user(db: Session, username: str, password: str) -> AccountScope:
             f"the username {username!r} is taken: choose another", code="username_taken"
         ) from None
     return scope_of(user)
-
-
-def sign_up(db: Session, settings: PortalSettings, username: str, password: str) -> SignedIn:
-    if not settings.allow_sign_up:
-        raise Conflict(
-            "this portal does not take sign-ups: ask its administrator for an account "
-            "(webagents portal adduser)",
-            code="sign_up_closed",
-        )
-    scope = add_user(db, username, password)
-    user = Directory(db).user_named(scope.username)
-    assert user is not None
-    return _new_browser_session(db, settings, user)
 
 
 def sign_in(
@@ -77,8 +65,8 @@ def sign_in(
     if not verify_password(user.password_hash if user else None, password) or user is None:
         limits.record_failure(directory, settings, username, address, now)
         raise Unauthorized("wrong username or password", code="wrong_password")
-    limits.record_success(directory, username)
-    return _new_browser_session(db, settings, user)
+    limits.record_success(directory, username, address)
+    return new_browser_session(db, settings, user, address)
 
 
 def sign_out(db: Session, token: str | None) -> None:
@@ -86,10 +74,12 @@ def sign_out(db: Session, token: str | None) -> None:
         Directory(db).end_browser_session(digest(token))
 
 
-def _new_browser_session(db: Session, settings: PortalSettings, user: User) -> SignedIn:
+def new_browser_session(
+    db: Session, settings: PortalSettings, user: User, address: str
+) -> SignedIn:
     token = new_session_token()
     expires = datetime.now(UTC) + settings.session_lifetime
-    Directory(db).add_browser_session(user, digest(token), expires)
+    Directory(db).add_browser_session(user, digest(token), expires, address)
     return SignedIn(scope_of(user), token)
 
 

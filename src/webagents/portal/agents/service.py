@@ -16,6 +16,7 @@ from ..errors import BadInput, Conflict, NotFound
 from ..settings import PortalSettings
 from ..storable import check_storable
 from ..tokens import service as tokens
+from .access import tier_of
 from .repository import Agents, agent_named, name_taken
 from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
 
@@ -138,7 +139,7 @@ def agent_token(
     agent = agent_named(db, name)
     if agent is None:
         raise NotFound(f"there is no agent {name!r} on this portal")
-    tier = "owner" if agent.user_id == scope.user_id else "user"
+    tier = tier_of(agent, scope)  # a 403 where the owner has not allowed others
     issued = tokens.issue(
         db,
         settings,

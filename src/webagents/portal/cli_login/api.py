@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import JSONResponse
 
-from ..accounts.auth import ApiCaller, Db
+from ..accounts.auth import ApiCaller, Db, address_of
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from . import service
@@ -39,7 +39,7 @@ def device_token(
 ) -> dict[str, Any] | JSONResponse:
     try:
         return service.poll_device(
-            db, _settings(request), _issuer(request), grant_type, device_code
+            db, _settings(request), _issuer(request), grant_type, device_code, address_of(request)
         )
     except service.DeviceGrantError as exc:
         # Answered, not raised: the poll's time is kept (slow_down needs it).

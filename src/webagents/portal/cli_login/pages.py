@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from ..accounts.auth import Db, SignedIn
+from ..accounts.auth import Db, SignedIn, address_of
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..tokens import service as tokens
@@ -44,7 +44,7 @@ def cli_auth(
     else:
         settings: PortalSettings = request.app.state.settings
         issuer = tokens.issuer_of(settings, str(request.base_url))
-        target = service.approve_cli(db, settings, user, issuer, number, state)
+        target = service.approve_cli(db, settings, user, issuer, number, state, address_of(request))
     return RedirectResponse(target, status_code=303)
 
 

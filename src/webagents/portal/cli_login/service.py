@@ -50,10 +50,21 @@ def callback_url(port: int, **params: str) -> str:
 
 
 def approve_cli(
-    db: Session, settings: PortalSettings, scope: AccountScope, issuer: str, port: int, state: str
+    db: Session,
+    settings: PortalSettings,
+    scope: AccountScope,
+    issuer: str,
+    port: int,
+    state: str,
+    address: str,
 ) -> str:
     issued = tokens.issue(
-        db, settings, issuer=issuer, subject=scope.user_id, username=scope.username
+        db,
+        settings,
+        issuer=issuer,
+        subject=scope.user_id,
+        username=scope.username,
+        sign_in=("cli", address),
     )
     return callback_url(port, token=issued.token, username=scope.username, state=state)
 
@@ -106,7 +117,12 @@ def decide_device(db: Session, scope: AccountScope, user_code: str, approve: boo
 
 
 def poll_device(
-    db: Session, settings: PortalSettings, issuer: str, grant_type: str, device_code: str
+    db: Session,
+    settings: PortalSettings,
+    issuer: str,
+    grant_type: str,
+    device_code: str,
+    address: str,
 ) -> dict[str, Any]:
     if grant_type != "urn:ietf:params:oauth:grant-type:device_code":
         raise DeviceGrantError(
@@ -133,7 +149,14 @@ def poll_device(
     user = db.get_one(User, code.user_id)
     if not DeviceCodes(db).consume(code.id, now):
         raise DeviceGrantError("this device code was used already", code="invalid_grant")
-    issued = tokens.issue(db, settings, issuer=issuer, subject=user.id, username=user.username)
+    issued = tokens.issue(
+        db,
+        settings,
+        issuer=issuer,
+        subject=user.id,
+        username=user.username,
+        sign_in=("device", address),  # where the device is, which polled
+    )
     return {
         "access_token": issued.token,
         "token_type": "Bearer",

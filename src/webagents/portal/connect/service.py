@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope
+from ..agents.access import tier_of
 from ..agents.repository import agent_named
 from ..chats import service as chats
-from ..errors import BadInput, Forbidden, NotFound
+from ..errors import BadInput, NotFound
 from . import assertion
 
 WEB_CHANNEL = "web"  # the owner's chat box on the portal's chat page
@@ -33,16 +34,7 @@ def for_caller(db: Session, scope: AccountScope, name: str, issuer: str) -> Rela
     agent = agent_named(db, name)
     if agent is None:
         raise NotFound(f"there is no agent {name!r} on this portal: check the name in the URL")
-    if agent.user_id == scope.user_id:
-        tier = "owner"
-    elif agent.allow_others:
-        tier = "user"
-    else:
-        raise Forbidden(
-            f"the owner of {name!r} has not allowed other users to call it: ask them to allow "
-            "others on the agent's page in the portal",
-            code="not_allowed",
-        )
+    tier = tier_of(agent, scope)  # a 403 where the owner has not allowed others
     signed = assertion.sign(
         db,
         issuer=issuer,

@@ -92,6 +92,9 @@ class BrowserSession(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime] = mapped_column()
+    # Shown on the account's sessions page, so that its owner knows which one to end.
+    address: Mapped[str | None] = mapped_column(String(64))
+    last_used_at: Mapped[datetime | None] = mapped_column()
 
 
 class ApiKey(Base):
@@ -157,6 +160,41 @@ class IssuedToken(Base):
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(
         Uuid, ForeignKey("api_keys.id", ondelete="CASCADE"), index=True
     )
+    # A command line's sign-in (`cli`: /cli/auth, `device`: the device grant, `key`: an API
+    # key exchanged) is listed on the account's sessions page with these; a token for an
+    # agent has no kind (the agent verifies it alone, and it lives minutes).
+    kind: Mapped[str | None] = mapped_column(String(16))
+    issued_at: Mapped[datetime | None] = mapped_column()
+    address: Mapped[str | None] = mapped_column(String(64))
+    last_used_at: Mapped[datetime | None] = mapped_column()
+
+
+class Invite(Base):
+    """An invitation to sign up (`webagents portal invite`), for a portal whose sign-up is
+    `invite`: the code is shown once, kept as its SHA-256, and good for one account."""
+
+    __tablename__ = "invites"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    code_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column()
+    used_at: Mapped[datetime | None] = mapped_column()
+    used_by: Mapped[uuid.UUID | None] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="SET NULL")
+    )
+
+
+class SignUp(Base):
+    """An account made on the sign-up page, by address, kept for the sign-up limit's window
+    (every portal process counts them); nothing links it to the account."""
+
+    __tablename__ = "sign_ups"
+    __table_args__ = (Index(None, "address", "at"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    address: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class DeviceCode(Base):

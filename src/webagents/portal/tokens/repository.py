@@ -41,10 +41,20 @@ class IssuedTokens:
         expires_at: datetime,
         now: datetime,
         api_key_id: uuid.UUID | None = None,
+        sign_in: tuple[str, str] | None = None,
     ) -> None:
         self._session.execute(delete(IssuedToken).where(IssuedToken.expires_at <= now))
+        kind, address = sign_in if sign_in is not None else (None, None)
         self._session.add(
-            IssuedToken(jti=jti, user_id=user_id, expires_at=expires_at, api_key_id=api_key_id)
+            IssuedToken(
+                jti=jti,
+                user_id=user_id,
+                expires_at=expires_at,
+                api_key_id=api_key_id,
+                kind=kind,
+                issued_at=now,
+                address=address[:64] if address else None,
+            )
         )
         self._session.flush()
 

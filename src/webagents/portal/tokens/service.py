@@ -68,8 +68,11 @@ def issue(
     audience: str = PORTAL_AUDIENCE,
     extra: dict[str, str] | None = None,
     api_key_id: uuid.UUID | None = None,
+    sign_in: tuple[str, str] | None = None,
 ) -> AccessToken:
-    """A signed token; one given for an API key (`api_key_id`) dies with that key."""
+    """A signed token; one given for an API key (`api_key_id`) dies with that key. A
+    command line's sign-in names its kind and address (`sign_in`): the account's sessions
+    page lists it, and its owner can end it there."""
     key = signing.signer(SigningKeys(db).all(), datetime.now(UTC))
     if key is None:
         ensure_signing_key(db)
@@ -92,7 +95,7 @@ def issue(
     token = jwt.encode(
         claims, signing.private_key(key), algorithm=key.algorithm, headers={"kid": key.kid}
     )
-    IssuedTokens(db).record(claims["jti"], subject, now + lifetime, now, api_key_id)
+    IssuedTokens(db).record(claims["jti"], subject, now + lifetime, now, api_key_id, sign_in)
     return AccessToken(token, claims)
 
 
