@@ -192,7 +192,7 @@ class Agent(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     instructions: Mapped[str] = mapped_column(Text, default="")
     model: Mapped[str | None] = mapped_column(String(200))
-    skills: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    skills: Mapped[list[Any] | dict[str, Any]] = mapped_column(JSON, default=list)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
