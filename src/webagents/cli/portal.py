@@ -13,6 +13,7 @@ import click
 
 from ..errors import ConfigError
 from . import current_profile, profile_option, run_or_exit
+from .memory_quotas import memory_quota_options, memory_quotas
 
 
 def _database_option(fn: Any) -> Any:
@@ -83,6 +84,7 @@ def portal() -> None:
     help="The memory store's embedding model for semantic search: local (offline), "
     "openai[:MODEL] (an OpenAI-compatible /v1/embeddings endpoint), or none (full-text only).",
 )
+@memory_quota_options
 @_database_option
 @click.pass_context
 def serve(
@@ -139,6 +141,7 @@ def _serve(
         _settings(ctx, database, profile),
         public_url=check_public_url(public_url),
         embeddings=embeddings,
+        memory_quotas=memory_quotas(ctx),
     )
     embedder = _embedder(embeddings)
     engine = open_database(settings)

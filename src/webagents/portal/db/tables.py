@@ -267,6 +267,10 @@ class MemoryFeed(Base):
     )
     last_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
     vectors_version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The agent's live entries and their content's bytes, kept by every change under this
+    # row's lock: what the quotas are checked against (memory/quotas.py).
+    entries: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class MemoryVector(Base):

@@ -23,6 +23,7 @@ from ..accounts.scope import AgentScope
 from ..errors import BadInput, Forbidden
 from . import search as searching
 from . import service
+from .quotas import quotas_of
 from .repository import MemoryStore
 from .schemas import PutIn, SyncIn, cursor_of
 
@@ -141,6 +142,7 @@ def write(
         at=body.at,
         content_sha256=body.content_sha256,
         by=service.BY_AGENT,
+        quotas=quotas_of(request),
     )
     _woken(request, db)
     return _json({"entry": entry.model_dump(mode="json")})
@@ -148,6 +150,7 @@ def write(
 
 @router.delete("/memory-scoped")
 def forget(
+    request: Request,
     scope: ApiAgent,
     db: Db,
     namespace: Namespaces = None,
@@ -164,6 +167,7 @@ def forget(
         key,
         content_sha256=content_sha256,
         by=service.BY_AGENT,
+        quotas=quotas_of(request),
     )
     return {"forgotten": forgotten}
 
@@ -181,6 +185,8 @@ def push(
     _check_agent(scope, body.agentId)
     if action != "sync":
         raise BadInput("POST takes action=sync (with {namespace, lines})")
-    applied = service.apply_lines(MemoryStore.for_agent(db, scope), body.namespace, body.lines)
+    applied = service.apply_lines(
+        MemoryStore.for_agent(db, scope), body.namespace, body.lines, quotas=quotas_of(request)
+    )
     _woken(request, db)
     return {"applied": applied}

@@ -28,6 +28,7 @@ from ..errors import BadInput, Conflict, NotFound, PortalError
 from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
 from . import export, retention, service
 from . import search as searching
+from .quotas import quotas_of
 from .repository import MemoryStore
 from .schemas import EntryOut, check_key, check_namespace
 
@@ -295,6 +296,7 @@ def save_entry(
             source=PORTAL_SOURCE,
             content_sha256=content_sha256,
             by=service.by_owner(user.username),
+            quotas=quotas_of(request),
         )
     except PortalError as exc:  # changed meanwhile, a description of two lines, too large...
         return _entry_page(
@@ -316,20 +318,24 @@ def _entry_url(opened: Opened, namespace: str, key: str) -> str:
 
 @router.post("/agents/{agent_id}/memory/forget")
 def forget_entry(
-    user: SignedIn, opened: Posted, namespace: FormText = "", key: FormText = ""
+    request: Request, user: SignedIn, opened: Posted, namespace: FormText = "", key: FormText = ""
 ) -> Response:
-    service.delete(opened.store, namespace, key, by=service.by_owner(user.username))
+    service.delete(
+        opened.store, namespace, key, by=service.by_owner(user.username), quotas=quotas_of(request)
+    )
     target = f"{opened.base}/namespace?{urlencode({'namespace': namespace})}"
     return RedirectResponse(target, status_code=303)
 
 
 @router.post("/agents/{agent_id}/memory/restore")
-def restore(user: SignedIn, opened: Posted, version: FormText = "") -> Response:
+def restore(request: Request, user: SignedIn, opened: Posted, version: FormText = "") -> Response:
     try:
         wanted = uuid.UUID(version)
     except ValueError:
         raise NotFound("there is no such version of this agent's notes") from None
-    made = service.restore_version(opened.store, wanted, by=service.by_owner(user.username))
+    made = service.restore_version(
+        opened.store, wanted, by=service.by_owner(user.username), quotas=quotas_of(request)
+    )
     return RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
 
 
