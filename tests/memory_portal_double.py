@@ -19,6 +19,8 @@ from webagents.portal_client import PortalClient
 
 AGENT = "6c1f6c9e-2f0e-4d53-a7a4-1f5d2c3b4a59"
 KEY = "rok_agent_test_key"
+OPAQUE = "v2/kB+x= &feed#"
+"""The opaque cursors' prefix: characters that a client must escape in a query to send back."""
 
 
 def sha(content: str) -> str:
@@ -33,6 +35,11 @@ class MemoryDouble:
     up: bool = True
     requests: list[str] = field(default_factory=list)
     page: int = 3
+    cursors: str = "decimal"
+    """How its cursors look: "decimal" strings as our portal's, "number" (an older portal's
+    integers), or "opaque" (a string a client cannot take apart: OPAQUE and the number)."""
+    sinces: list[str | None] = field(default_factory=list)
+    """The `since` of every pull, as it arrived."""
 
     def client(self) -> PortalClient:
         client = PortalClient("http://portal.test", KEY)
@@ -42,6 +49,19 @@ class MemoryDouble:
             transport=httpx.MockTransport(self.handle),
         )
         return client
+
+    def _cursor(self, seq: int) -> Any:
+        if self.cursors == "opaque":
+            return f"{OPAQUE}{seq}"
+        return seq if self.cursors == "number" else str(seq)
+
+    def _since(self, given: str | None) -> int | None:
+        """The change number of a cursor sent back; None for one this portal never gave."""
+        if not given:
+            return 0
+        if self.cursors == "opaque":
+            given = given.removeprefix(OPAQUE) if given.startswith(OPAQUE) else "x"
+        return int(given) if given.isdigit() else None
 
     def versions_of(self, namespace: str, key: str) -> list[str]:
         return [
@@ -70,7 +90,11 @@ class MemoryDouble:
             return httpx.Response(200, json={"entries": hits})
         if request.method == "GET" and action == "sync":
             namespace = query.get("namespace")
-            since = int(query.get("since") or 0)
+            self.sinces.append(query.get("since"))
+            since = self._since(query.get("since"))
+            if since is None:
+                error = {"message": "since is not a cursor of mine", "code": "bad_cursor"}
+                return httpx.Response(400, json={"error": error})
             lines = [
                 c for c in self.changes if c["seq"] > since and namespace in (None, c["namespace"])
             ]
@@ -79,7 +103,11 @@ class MemoryDouble:
             out = [{k: v for k, v in c.items() if k != "seq"} for c in chunk]
             return httpx.Response(
                 200,
-                json={"lines": out, "cursor": str(cursor), "more": len(lines) > len(chunk)},
+                json={
+                    "lines": out,
+                    "cursor": self._cursor(cursor),
+                    "more": len(lines) > len(chunk),
+                },
             )
         if request.method == "PUT":
             body = json.loads(request.content)

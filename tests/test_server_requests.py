@@ -196,10 +196,11 @@ def test_hardening_with_several_agents_model_picks_one_and_an_unknown_one_is_ver
             "/agents/nobody/chat/completions", json=SEEDS_REQUEST, headers=_bearer("wrong-key")
         )
     unknown = "no agent named 'nobody' is served here; the agents you may call: "
+    pick = " (send one's name as model, or post to /agents/<name>/chat/completions)"
     assert seen == {
-        "anonymous": (404, unknown + "open", "model_not_found"),
-        "alice": (404, unknown + "alpha", "model_not_found"),
-        "beta's owner": (404, unknown + "beta", "model_not_found"),
+        "anonymous": (404, unknown + "open" + pick, "model_not_found"),
+        "alice": (404, unknown + "alpha" + pick, "model_not_found"),
+        "beta's owner": (404, unknown + "beta" + pick, "model_not_found"),
         "a key no agent accepts": (
             401,
             "the credential is not valid for any agent served here",
@@ -213,7 +214,8 @@ def test_hardening_with_several_agents_model_picks_one_and_an_unknown_one_is_ver
         "alice calls alpha": (200, "alpha", ""),
         "the seeds' model name": (
             404,
-            "no agent named 'openai/gpt-4o-mini' is served here; the agents you may call: alpha",
+            "no agent named 'openai/gpt-4o-mini' is served here; the agents you may call: alpha"
+            + pick,
             "model_not_found",
         ),
     }

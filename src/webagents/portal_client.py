@@ -49,6 +49,12 @@ class StaleEntry(Refused):
         super().__init__(message, status=409)
 
 
+class BadCursor(Refused):
+    """The portal does not know the sync cursor sent back (400 `bad_cursor`): one kept by
+    another portal, or damaged. Pulling from the start again is safe (a line already here
+    changes nothing)."""
+
+
 MEMORY_PATH = "/api/storage/memory-scoped"
 AGENT_TOKEN_ENV = "WEBAGENTS_AGENT_TOKEN"
 
@@ -207,7 +213,9 @@ class PortalClient:
     # -- the agent's memory store (P5), with the agent's key as this client's bearer --------
 
     def _memory(self, method: str, query: list[tuple[str, str]], **kwargs: Any) -> dict[str, Any]:
-        answer = self._send(method, MEMORY_PATH, params=query, **kwargs)
+        return self._memory_answer(self._send(method, MEMORY_PATH, params=query, **kwargs))
+
+    def _memory_answer(self, answer: httpx.Response) -> dict[str, Any]:
         if answer.status_code in (401, 409):
             body = self._json(answer)
             message = str(body.get("error", {}).get("message", "the entry changed meanwhile"))
@@ -269,7 +277,8 @@ class PortalClient:
         self, namespace: str | None, since: str | None, limit: int | None = None
     ) -> dict[str, Any]:
         """The changes of a namespace (None: of all the agent's) after the cursor `since`, at
-        most `limit` (None: the portal's default): `{lines, cursor, more}`."""
+        most `limit` (None: the portal's default): `{lines, cursor, more}`. The cursor is
+        opaque (SPEC P5): `since` is sent exactly as an earlier answer gave it."""
         query = [("action", "sync")]
         if limit is not None:
             query.append(("limit", str(limit)))
@@ -277,7 +286,12 @@ class PortalClient:
             query.append(("namespace", namespace))
         if since is not None:
             query.append(("since", since))
-        return self._memory("GET", query)
+        answer = self._send("GET", MEMORY_PATH, params=query)
+        if answer.status_code == 400:
+            error = self._json(answer).get("error")
+            if isinstance(error, dict) and error.get("code") == "bad_cursor":
+                raise BadCursor(str(error.get("message")), status=400)
+        return self._memory_answer(answer)
 
     def memory_sync_push(self, namespace: str, lines: list[dict[str, Any]]) -> int:
         body = {"namespace": namespace, "lines": lines}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -143,13 +144,14 @@ def test_hardening_an_unknown_model_is_verified_first_and_lists_only_the_callers
             return [m.id for m in caller.models.list().data]
 
     unknown = "no agent named 'openai/gpt-4o-mini' is served here; the agents you may call: "
+    pick = " (send one's name as model, or post to /agents/<name>/chat/completions)"
     with running(["daemon", str(root)], env) as process:
         refusals = {key: seeds_request(key) for key in ("anonymous", "alice-1", "wrong")}
         assert {key: (e.status_code, e.body) for key, e in refusals.items()} == {
             "anonymous": (
                 404,
                 {
-                    "message": unknown + "open",
+                    "message": unknown + "open" + pick,
                     "type": "not_found_error",
                     "param": None,
                     "code": "model_not_found",
@@ -158,7 +160,7 @@ def test_hardening_an_unknown_model_is_verified_first_and_lists_only_the_callers
             "alice-1": (
                 404,
                 {
-                    "message": unknown + "private",
+                    "message": unknown + "private" + pick,
                     "type": "not_found_error",
                     "param": None,
                     "code": "model_not_found",
@@ -181,3 +183,50 @@ def test_hardening_an_unknown_model_is_verified_first_and_lists_only_the_callers
                 model="private", messages=[{"role": "user", "content": "hi"}]
             )
         assert (reply.model, reply.choices[0].message.content) == ("private", "Private.")
+
+
+SEEDS_REQUEST: dict[str, Any] = {
+    "model": "openai/gpt-4o-mini",
+    "messages": [{"role": "user", "content": "Plan the launch."}],
+    "metadata": {"session_id": "launch-plan"},
+}
+"""The request body of the seeds (sessions), exactly."""
+
+
+def test_daemon_sends_the_seeds_request_to_the_one_agent_and_with_several_says_how_to_pick(
+    tmp_path: Path, model_server: ScriptedServer
+) -> None:
+    """SPEC 6: under `daemon`, a `model` that names no agent goes to the one agent when only
+    one is served; with several it is a 404 that lists them and names the per-agent route."""
+    root = tmp_path / "agents"
+    write(root / "alpha" / "AGENT.md", agent_file("alpha", "I am alpha.", "one"))
+    env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url)
+    with running(["daemon", str(root)], env) as process:
+        with openai.OpenAI(
+            api_key="anonymous", base_url=f"{process.url}/v1", max_retries=0
+        ) as caller:
+            reply = caller.chat.completions.create(**SEEDS_REQUEST)
+            assert (reply.model, reply.choices[0].message.content) == ("alpha", "I am alpha.")
+            streamed = caller.chat.completions.create(**SEEDS_REQUEST, stream=True)
+            assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == (
+                "I am alpha."
+            )
+
+            write(root / "beta" / "AGENT.md", agent_file("beta", "I am beta.", "two"))
+            process.wait_until(lambda: set(models(process)) == {"alpha", "beta"})
+            with pytest.raises(openai.NotFoundError) as refused:
+                caller.chat.completions.create(**SEEDS_REQUEST)
+        assert refused.value.body == {
+            "message": "no agent named 'openai/gpt-4o-mini' is served here; the agents you may "
+            "call: alpha, beta (send one's name as model, or post to "
+            "/agents/<name>/chat/completions)",
+            "type": "not_found_error",
+            "param": None,
+            "code": "model_not_found",
+        }
+        for name in ("alpha", "beta"):
+            with openai.OpenAI(
+                api_key="anonymous", base_url=f"{process.url}/agents/{name}", max_retries=0
+            ) as routed:
+                answer = routed.chat.completions.create(**SEEDS_REQUEST)
+            assert (answer.model, answer.choices[0].message.content) == (name, f"I am {name}.")

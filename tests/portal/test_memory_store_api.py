@@ -165,7 +165,7 @@ def test_p5_another_agents_key_reaches_only_its_own_store(api: TestClient, db: S
     listed = api.get(URL, headers=theirs.headers, params={"action": "list", "namespace": "owner"})
     assert listed.json() == {"entries": []}
     synced = api.get(URL, headers=theirs.headers, params={"action": "sync"})
-    assert synced.json() == {"lines": [], "cursor": 0, "more": False}
+    assert synced.json() == {"lines": [], "cursor": "0", "more": False}
     gone = api.delete(URL, headers=theirs.headers, params={"namespace": "owner", "key": "secret"})
     assert gone.json() == {"forgotten": False}
     named = api.get(
@@ -253,11 +253,11 @@ def test_p5_sync_pushes_lines_and_pages_changes_by_cursor(api: TestClient, db: S
         params={"action": "sync", "namespace": "caller:bob", "since": 0, "limit": 3},
     ).json()
     assert [(line["op"], line["key"], line["cursor"]) for line in page["lines"]] == [
-        ("put", "k1", 2),
-        ("put", "k2", 3),
-        ("put", "k3", 4),
+        ("put", "k1", "2"),
+        ("put", "k2", "3"),
+        ("put", "k3", "4"),
     ]
-    assert (page["cursor"], page["more"]) == (4, True)
+    assert (page["cursor"], page["more"]) == ("4", True)
     assert page["lines"][0] == {
         "op": "put",
         "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{agent.scope.agent_id}\ncaller:bob\nk1")),
@@ -268,7 +268,7 @@ def test_p5_sync_pushes_lines_and_pages_changes_by_cursor(api: TestClient, db: S
         "source": "",
         "at": AT,
         "content_sha256": page["lines"][0]["content_sha256"],
-        "cursor": 2,
+        "cursor": "2",
     }
     rest = api.get(
         URL,
@@ -279,7 +279,7 @@ def test_p5_sync_pushes_lines_and_pages_changes_by_cursor(api: TestClient, db: S
         ("put", "k4", "note 4"),
         ("delete", "k0", None),
     ]
-    assert (rest["cursor"], rest["more"]) == (7, False)  # past owner's change too
+    assert (rest["cursor"], rest["more"]) == ("7", False)  # past owner's change too
     mixed = api.post(
         URL,
         headers=agent.headers,
@@ -298,7 +298,7 @@ def test_p5_sync_pushes_lines_and_pages_changes_by_cursor(api: TestClient, db: S
         headers=agent.headers,
         params={"action": "sync", "namespace": "caller:bob", "since": 7},
     ).json()
-    assert after == {"lines": [], "cursor": 7, "more": False}  # the whole push changed nothing
+    assert after == {"lines": [], "cursor": "7", "more": False}  # the whole push changed nothing
 
 
 def test_p5_unknown_actions_and_missing_parameters_say_what_to_send(

@@ -156,7 +156,7 @@ def test_p5_a_served_portal_keeps_and_finds_an_agents_notes(
         assert found["semantic"] == "off"
         synced = http.get(URL, headers=agent, params={"action": "sync", "since": 0}).json()
         assert [(line["op"], line["key"], line["cursor"]) for line in synced["lines"]] == [
-            ("put", "prefs", 1)
+            ("put", "prefs", "1")
         ]
         refused = http.get(
             URL,

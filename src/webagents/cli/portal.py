@@ -14,6 +14,7 @@ import click
 
 from ..errors import ConfigError
 from . import current_profile, profile_option, run_or_exit
+from .memory_quotas import memory_quota_options, memory_quotas
 
 
 def _database_option(fn: Any) -> Any:
@@ -112,6 +113,7 @@ def portal() -> None:
     "address an hour), whoever holds an invitation from 'webagents portal invite' (invite), "
     "or nobody (closed: add users with 'webagents portal adduser').",
 )
+@memory_quota_options
 @_database_option
 @click.pass_context
 def serve(
@@ -182,6 +184,7 @@ def _serve(
         public_url=check_public_url(public_url),
         embeddings=embeddings,
         sign_up=check_sign_up(sign_up),
+        memory_quotas=memory_quotas(ctx),
     )
     embedder = _embedder(embeddings)
     engine = open_database(settings)

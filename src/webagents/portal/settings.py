@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from .._files import ensure_private_dir, ensure_private_file
 from ..errors import ConfigError
 from ..home import webagents_home
+from .memory.quotas import DEFAULT_QUOTAS, MemoryQuotas
 
 DATABASE_ENV = "WEBAGENTS_PORTAL_DATABASE_URL"
 DEFAULT_PORT = 8700
@@ -62,6 +63,8 @@ class PortalSettings:
     max_body_bytes: int = 10 * 1024 * 1024
     # Portal Connect: how many WebSockets one agent may hold open at once (all processes).
     max_connections_per_agent: int = 16
+    # The memory store's quotas (`portal serve --memory-...`): entries, bytes, versions.
+    memory_quotas: MemoryQuotas = DEFAULT_QUOTAS
 
     @property
     def url(self) -> URL:

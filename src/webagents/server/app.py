@@ -110,7 +110,7 @@ def create_app(
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(request: Request) -> Any:
         data = parse_json(await request.body())
-        served = host.sole or await _agent(host, request, requested_model(data))
+        served = host.sole or await _agent(host, request, requested_model(data), by_model=True)
         caller = await _verify(served, request)
         requested_model(data)  # required, as OpenAI's is, also where it picks nothing
         return await _answer(request, served, caller, validate_request(data))
@@ -127,17 +127,26 @@ def create_app(
     return app
 
 
-async def _agent(host: AgentHost, request: Request, name: str) -> ServedAgent:
+async def _agent(
+    host: AgentHost, request: Request, name: str, *, by_model: bool = False
+) -> ServedAgent:
     """The agent named `name`; else a 404 naming only the agents this caller may call (and a
-    401 first, for a credential that no agent accepts)."""
+    401 first, for a credential that no agent accepts). `by_model`: the name came as `model`
+    at /v1, where clients written for a provider send its model's name: the 404 says how
+    to pick an agent."""
     served = host.get(name)
     if served is None and relayed(request.scope) is not None:
         raise ApiError(404, f"agent {name!r} is no longer served here", "model_not_found")
     if served is None:
         listed = ", ".join(s.name for s in await _listed(host, request)) or "none"
+        pick = (
+            " (send one's name as model, or post to /agents/<name>/chat/completions)"
+            if by_model
+            else ""
+        )
         raise ApiError(
             404,
-            f"no agent named {name!r} is served here; the agents you may call: {listed}",
+            f"no agent named {name!r} is served here; the agents you may call: {listed}{pick}",
             "model_not_found",
         )
     return served

@@ -33,8 +33,6 @@ class _AgentFiles(watchfiles.DefaultFilter):
 
 
 class FolderHost(AgentHost):
-    answers_any_model = False  # `model` picks the agent, however many are served right now
-
     def __init__(
         self, root: Path, *, model: Model | None = None, profile: str | None = None
     ) -> None:

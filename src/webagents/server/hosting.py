@@ -77,13 +77,6 @@ def _relay_keys(agent: Agent) -> AuthSkill | None:
 class AgentHost:
     """The agents a server answers for, by name."""
 
-    answers_any_model = True
-    """Whether a host of one agent answers whatever a request's `model` names. `webagents
-    serve` does: clients and configurations written for a model provider send its model's
-    name ("openai/gpt-4o-mini"), and there is no other agent they could mean. The daemon
-    does not: which agents it serves changes as folders come and go, so `model` always
-    picks the agent there."""
-
     def __init__(self, agents: list[ServedAgent] | None = None) -> None:
         self._agents = {served.name: served for served in agents or []}
 
@@ -92,9 +85,12 @@ class AgentHost:
 
     @property
     def sole(self) -> ServedAgent | None:
-        """The agent that answers every request, whatever its `model` names; None when a
-        request's `model` picks the agent."""
-        if self.answers_any_model and len(self._agents) == 1:
+        """The agent that answers every request, whatever its `model` names: the one agent
+        served, under `serve` and under a daemon that serves one just now (SPEC 6: clients
+        and configurations written for a model provider send its model's name,
+        "openai/gpt-4o-mini", and there is no other agent they could mean); None with
+        several, where a request's `model` picks the agent."""
+        if len(self._agents) == 1:
             return next(iter(self._agents.values()))
         return None
 

@@ -32,7 +32,8 @@ class AgentIn(BaseModel):
     description: str = Field(default="", max_length=2000)
     instructions: str = Field(default="", max_length=200_000)
     model: str | None = Field(default=None, max_length=200)
-    skills: list[Any] = Field(default_factory=list, max_length=100)
+    # Either shape of skills_field (a list or a mapping), checked there with its own message.
+    skills: Any = Field(default_factory=list)
 
 
 class AgentPatch(BaseModel):
@@ -42,7 +43,7 @@ class AgentPatch(BaseModel):
     description: str | None = Field(default=None, max_length=2000)
     instructions: str | None = Field(default=None, max_length=200_000)
     model: str | None = Field(default=None, max_length=200)
-    skills: list[Any] | None = Field(default=None, max_length=100)
+    skills: Any = None  # as AgentIn's; null is refused by the service
     # Portal Connect: may other portal users call the agent at its public endpoint (P12).
     allowOthers: bool | None = None
 
@@ -54,7 +55,7 @@ class AgentOut(BaseModel):
     description: str
     instructions: str
     model: str | None
-    skills: list[Any]
+    skills: list[Any] | dict[str, Any]  # as it was sent (skills_field)
     allowOthers: bool
     created_at: datetime
     updated_at: datetime

@@ -19,6 +19,7 @@ from ..tokens import service as tokens
 from .access import tier_of
 from .repository import Agents, agent_named, name_taken
 from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
+from .skills_field import check_skills
 
 
 def agent_out(agent: Agent) -> AgentOut:
@@ -29,7 +30,7 @@ def agent_out(agent: Agent) -> AgentOut:
         description=agent.description,
         instructions=agent.instructions,
         model=agent.model,
-        skills=list(agent.skills),
+        skills=agent.skills,
         allowOthers=agent.allow_others,
         created_at=agent.created_at,
         updated_at=agent.updated_at,
@@ -48,7 +49,7 @@ _NOT_NULL = {
     "name": "a name",
     "description": 'a string ("" for none)',
     "instructions": 'a string ("" for none)',
-    "skills": "a list ([] for none)",
+    "skills": "a list or a mapping ([] or {} for none)",
     "allowOthers": "true or false",
 }
 # PATCH fields whose column is named otherwise.
@@ -92,7 +93,7 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
         description=given.description,
         instructions=given.instructions,
         model=given.model,
-        skills=given.skills,
+        skills=check_skills(given.skills),
         key_hash=digest(key),
         created_at=now,
         updated_at=now,
@@ -116,6 +117,8 @@ def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPa
                 "keep it as it is",
                 code="null_field",
             )
+    if "skills" in changes:
+        changes["skills"] = check_skills(changes["skills"])
     if "name" in changes and changes["name"] != agent.name:
         name = check_agent_name(str(changes["name"]))
         if name_taken(db, name):

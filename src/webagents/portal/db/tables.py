@@ -230,7 +230,7 @@ class Agent(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     instructions: Mapped[str] = mapped_column(Text, default="")
     model: Mapped[str | None] = mapped_column(String(200))
-    skills: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    skills: Mapped[list[Any] | dict[str, Any]] = mapped_column(JSON, default=list)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -305,6 +305,10 @@ class MemoryFeed(Base):
     )
     last_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
     vectors_version: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The agent's live entries and their content's bytes, kept by every change under this
+    # row's lock: what the quotas are checked against (memory/quotas.py).
+    entries: Mapped[int] = mapped_column(BigInteger, default=0)
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class MemoryVector(Base):

@@ -3,9 +3,9 @@ as the agent (its key), `action` in the query, namespaces as repeated `namespace
 
 Beyond P5, for our own clients: `content_sha256` on PUT (body), DELETE and sync lines (a
 stale one is 409 and changes nothing; "" means the entry must not exist yet); entries carry
-their `content_sha256`; sync lines their `cursor`; `GET action=sync` without a namespace
-pages every namespace's changes; search answers say `semantic: on|off|unavailable` and each
-entry how it `matched` (text, meaning).
+their `content_sha256`; sync lines their `cursor` (a string, as the page's); `GET
+action=sync` without a namespace pages every namespace's changes; search answers say
+`semantic: on|off|unavailable` and each entry how it `matched` (text, meaning).
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from ..accounts.scope import AgentScope
 from ..errors import BadInput, Forbidden
 from . import search as searching
 from . import service
+from .quotas import quotas_of
 from .repository import MemoryStore
-from .schemas import PutIn, SyncIn
+from .schemas import PutIn, SyncIn, cursor_of
 
 router = APIRouter(prefix="/api/storage")
 
@@ -90,7 +91,7 @@ def read(
     prefix: str | None = None,
     excludeSource: str | None = None,
     q: str | None = None,
-    since: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
+    since: str | None = None,
     agentId: str | None = None,
 ) -> JSONResponse:
     _check_agent(scope, agentId)
@@ -120,7 +121,8 @@ def read(
             }
         )
     if action == "sync":
-        return _json(service.changes(store, namespace, since, limit).model_dump(mode="json"))
+        page = service.changes(store, namespace, cursor_of(since), limit)
+        return _json(page.model_dump(mode="json"))
     raise BadInput(f"action is one of {', '.join(_READS)} for GET (sync also for POST)")
 
 
@@ -140,6 +142,7 @@ def write(
         at=body.at,
         content_sha256=body.content_sha256,
         by=service.BY_AGENT,
+        quotas=quotas_of(request),
     )
     _woken(request, db)
     return _json({"entry": entry.model_dump(mode="json")})
@@ -147,6 +150,7 @@ def write(
 
 @router.delete("/memory-scoped")
 def forget(
+    request: Request,
     scope: ApiAgent,
     db: Db,
     namespace: Namespaces = None,
@@ -163,6 +167,7 @@ def forget(
         key,
         content_sha256=content_sha256,
         by=service.BY_AGENT,
+        quotas=quotas_of(request),
     )
     return {"forgotten": forgotten}
 
@@ -180,6 +185,8 @@ def push(
     _check_agent(scope, body.agentId)
     if action != "sync":
         raise BadInput("POST takes action=sync (with {namespace, lines})")
-    applied = service.apply_lines(MemoryStore.for_agent(db, scope), body.namespace, body.lines)
+    applied = service.apply_lines(
+        MemoryStore.for_agent(db, scope), body.namespace, body.lines, quotas=quotas_of(request)
+    )
     _woken(request, db)
     return {"applied": applied}

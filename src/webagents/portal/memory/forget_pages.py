@@ -22,6 +22,7 @@ from ..errors import NotFound
 from ..web import FormSecrets
 from . import service
 from .pages import Opened, Posted, _open, _page, _who, label_of, shown
+from .quotas import quotas_of
 from .schemas import check_key, check_namespace
 
 router = APIRouter(dependencies=[FormSecrets])
@@ -56,6 +57,7 @@ def forget_page(
 
 @router.post("/agents/{agent_id}/memory/forget")
 def forget_entry(
+    request: Request,
     user: SignedIn,
     opened: Posted,
     namespace: FormText = "",
@@ -65,7 +67,9 @@ def forget_entry(
     if confirm != CONFIRMED:  # not from the page that asks: ask first
         target = _ask_url(opened, check_namespace(namespace), check_key(key))
         return RedirectResponse(target, status_code=303)
-    service.delete(opened.store, namespace, key, by=service.by_owner(user.username))
+    service.delete(
+        opened.store, namespace, key, by=service.by_owner(user.username), quotas=quotas_of(request)
+    )
     target = f"{opened.base}/namespace?{urlencode({'namespace': namespace})}"
     return RedirectResponse(target, status_code=303)
 

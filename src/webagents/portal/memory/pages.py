@@ -29,6 +29,7 @@ from ..errors import BadInput, Conflict, NotFound, PortalError
 from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
 from . import export, retention, service
 from . import search as searching
+from .quotas import quotas_of
 from .repository import MemoryStore
 from .schemas import EntryOut, check_key, check_namespace
 
@@ -302,6 +303,7 @@ def save_entry(
             source=PORTAL_SOURCE,
             content_sha256=content_sha256,
             by=service.by_owner(user.username),
+            quotas=quotas_of(request),
         )
     except PortalError as exc:  # changed meanwhile, a description of two lines, too large...
         return _entry_page(
@@ -322,12 +324,14 @@ def _entry_url(opened: Opened, namespace: str, key: str) -> str:
 
 
 @router.post("/agents/{agent_id}/memory/restore")
-def restore(user: SignedIn, opened: Posted, version: FormText = "") -> Response:
+def restore(request: Request, user: SignedIn, opened: Posted, version: FormText = "") -> Response:
     try:
         wanted = uuid.UUID(version)
     except ValueError:
         raise NotFound("there is no such version of this agent's notes") from None
-    made = service.restore_version(opened.store, wanted, by=service.by_owner(user.username))
+    made = service.restore_version(
+        opened.store, wanted, by=service.by_owner(user.username), quotas=quotas_of(request)
+    )
     return RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from ..accounts.scope import AccountScope, AgentScope, require_agent_scope, require_scope
 from ..db.tables import Agent, MemoryEntry, MemoryFeed, MemoryVector, MemoryVersion
 from ..errors import NotFound
+from .quotas import Usage
 
 _MADE_HERE = object()
 
@@ -68,7 +69,13 @@ class MemoryStore:
         return int(cursor)
 
     def _make_feed(self) -> None:
-        values = {"agent_id": self.agent_id, "last_cursor": 0, "vectors_version": 0}
+        values = {
+            "agent_id": self.agent_id,
+            "last_cursor": 0,
+            "vectors_version": 0,
+            "entries": 0,
+            "bytes": 0,
+        }
         if self.session.get_bind().dialect.name == "postgresql":
             self.session.execute(
                 postgresql.insert(MemoryFeed).values(values).on_conflict_do_nothing()
@@ -84,6 +91,40 @@ class MemoryStore:
             )
         ).one_or_none()
         return (int(found[0]), int(found[1])) if found is not None else (0, 0)
+
+    # Usage, for the quotas (quotas.py): kept on the feed row, changed under its lock.
+
+    def usage(self) -> Usage:
+        """This agent's live entries and their bytes."""
+        found = self.session.execute(
+            select(MemoryFeed.entries, MemoryFeed.bytes).where(MemoryFeed.agent_id == self.agent_id)
+        ).one_or_none()
+        return Usage(int(found[0]), int(found[1])) if found is not None else Usage(0, 0)
+
+    def owners_usage(self) -> Usage:
+        """The live entries and bytes of every agent of this agent's owner: a sum, the one
+        figure about other agents this store answers (the owner's quota)."""
+        owner = select(Agent.user_id).where(Agent.id == self.agent_id).scalar_subquery()
+        found = self.session.execute(
+            select(
+                func.coalesce(func.sum(MemoryFeed.entries), 0),
+                func.coalesce(func.sum(MemoryFeed.bytes), 0),
+            )
+            .join(Agent, Agent.id == MemoryFeed.agent_id)
+            .where(Agent.user_id == owner)
+        ).one()
+        return Usage(int(found[0]), int(found[1]))
+
+    def count(self, entries: int, size: int) -> None:
+        """Add a change's entries (+1, -1 or 0) and bytes to the agent's usage."""
+        if entries == 0 and size == 0:
+            return
+        self.session.execute(
+            update(MemoryFeed)
+            .where(MemoryFeed.agent_id == self.agent_id)
+            .values(entries=MemoryFeed.entries + entries, bytes=MemoryFeed.bytes + size)
+            .execution_options(synchronize_session=False)
+        )
 
     # Entries.
 
@@ -199,6 +240,24 @@ class MemoryStore:
     def add_version(self, version: MemoryVersion) -> None:
         version.agent_id = self.agent_id
         self.session.add(version)
+
+    def prune_versions(self, entry_id: uuid.UUID, keep: int) -> None:
+        """Drop the entry's versions beyond the newest `keep` (at least 1: the newest holds
+        its current text), oldest first."""
+        mine = (MemoryVersion.agent_id == self.agent_id, MemoryVersion.entry_id == entry_id)
+        oldest_kept = (
+            select(MemoryVersion.cursor)
+            .where(*mine)
+            .order_by(MemoryVersion.cursor.desc())
+            .offset(max(1, keep) - 1)
+            .limit(1)
+            .scalar_subquery()
+        )
+        self.session.execute(
+            delete(MemoryVersion)
+            .where(*mine, MemoryVersion.cursor < oldest_kept)
+            .execution_options(synchronize_session=False)
+        )
 
     def versions(self, entry_id: uuid.UUID) -> list[MemoryVersion]:
         return list(

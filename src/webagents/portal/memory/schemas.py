@@ -8,7 +8,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, identity_is_nameable
 from ...skills.memory.layout import KEY_RULE, is_key
@@ -24,6 +24,30 @@ NAMESPACE_RULE = (
     "a namespace is owner, shared, or caller:<identity> (as the agent names its callers: "
     "caller:alice, caller:jwt:<issuer>#<id>, caller:channel:<type>:<id>)"
 )
+
+
+BAD_CURSOR = (
+    "since is the cursor of an earlier sync answer, sent back as it came (a string): send "
+    "that, or leave since out to pull from the start"
+)
+_MAX_CURSOR = 2**63 - 1
+
+
+def cursor_text(cursor: int) -> str:
+    """A change number as the wire's cursor: an opaque string (SPEC P5; the platform's SDK
+    keeps only a string). Today it is the decimal number, so the integers that older
+    clients kept are cursors too."""
+    return str(cursor)
+
+
+def cursor_of(since: str | None) -> int:
+    """The change number of a cursor a client sent back (absent or "": the start); 400
+    `bad_cursor`, saying what to send, for anything this store never gave."""
+    if since is None or since == "":
+        return 0
+    if not (since.isascii() and since.isdigit()) or int(since) > _MAX_CURSOR:
+        raise BadInput(f"{BAD_CURSOR} (not {since[:80]!r})", code="bad_cursor")
+    return int(since)
 
 
 class TooLarge(PortalError):
@@ -146,11 +170,19 @@ class SyncLineOut(BaseModel):
     content_sha256: str | None
     cursor: int
 
+    @field_serializer("cursor", when_used="json")
+    def _cursor_text(self, cursor: int) -> str:
+        return cursor_text(cursor)
+
 
 class SyncPage(BaseModel):
     lines: list[SyncLineOut]
     cursor: int
     more: bool
+
+    @field_serializer("cursor", when_used="json")
+    def _cursor_text(self, cursor: int) -> str:
+        return cursor_text(cursor)
 
 
 class VersionOut(BaseModel):

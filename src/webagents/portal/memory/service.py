@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict, NotFound
 from ..storable import check_storable
+from .quotas import DEFAULT_QUOTAS, MemoryQuotas, check_write
 from .repository import MemoryStore
 from .schemas import (
     MAX_SYNC_BYTES,
@@ -133,6 +134,7 @@ def put(
     at: datetime | None = None,
     content_sha256: str | None = None,
     by: str,
+    quotas: MemoryQuotas = DEFAULT_QUOTAS,
 ) -> EntryOut:
     check_namespace(namespace)
     check_key(key)
@@ -150,6 +152,10 @@ def put(
         and current.source == source
     ):
         return entry_out(current)  # nothing new: no version, no change in the feed
+    added = 0 if current is not None else 1
+    grown = _bytes(content) - (_bytes(current.content) if current is not None else 0)
+    if added or grown > 0:  # a write that adds nothing is never refused
+        check_write(quotas, store.usage(), store.owners_usage(), entries=added, size=grown)
     if entry is None:
         entry = MemoryEntry(
             id=entry_id(store.agent_id, namespace, key), namespace=namespace, key=key
@@ -166,6 +172,8 @@ def put(
     entry.cursor = cursor
     store.add_version(_version_of(entry, "put", by, moment, cursor))
     store.session.flush()
+    store.count(added, grown)
+    store.prune_versions(entry.id, quotas.versions_per_entry)
     return entry_out(entry)
 
 
@@ -177,8 +185,11 @@ def delete(
     content_sha256: str | None = None,
     at: datetime | None = None,
     by: str,
+    quotas: MemoryQuotas | None = None,
 ) -> bool:
-    """Forget the entry (its text stays in its versions): whether there was one."""
+    """Forget the entry (its text stays in its versions): whether there was one. With
+    `quotas`, the entry's versions beyond its bound go (the API's and the pages' forgets);
+    without (retention's), they stay until the next change or retention removes them."""
     check_namespace(namespace)
     check_key(key)
     moment = _moment(at)
@@ -188,6 +199,7 @@ def delete(
     if current is None:
         return False
     store.add_version(_version_of(current, "delete", by, moment, cursor))
+    store.count(-1, -_bytes(current.content))
     current.deleted_at = moment
     current.updated_at = moment
     current.cursor = cursor
@@ -196,7 +208,13 @@ def delete(
     current.content_sha256 = sha256_of("")
     store.drop_vector(current.id)
     store.session.flush()
+    if quotas is not None:
+        store.prune_versions(current.id, quotas.versions_per_entry)
     return True
+
+
+def _bytes(content: str) -> int:
+    return len(content.encode("utf-8", "surrogatepass"))
 
 
 def _version_of(entry: MemoryEntry, op: str, by: str, at: datetime, cursor: int) -> MemoryVersion:
@@ -252,7 +270,12 @@ def _line_of(entry: MemoryEntry) -> SyncLineOut:
 
 
 def apply_lines(
-    store: MemoryStore, namespace: str, lines: Sequence[SyncLineIn], *, by: str = BY_SYNC
+    store: MemoryStore,
+    namespace: str,
+    lines: Sequence[SyncLineIn],
+    *,
+    by: str = BY_SYNC,
+    quotas: MemoryQuotas = DEFAULT_QUOTAS,
 ) -> int:
     """Apply pushed changes in order, all or none (a refused line refuses the request)."""
     check_namespace(namespace)
@@ -283,6 +306,7 @@ def apply_lines(
                 content_sha256=line.content_sha256,
                 at=line.at,
                 by=by,
+                quotas=quotas,
             )
             continue
         if line.content is None:
@@ -297,6 +321,7 @@ def apply_lines(
             at=line.at,
             content_sha256=line.content_sha256,
             by=by,
+            quotas=quotas,
         )
     return len(lines)
 
@@ -323,7 +348,13 @@ def forgotten_counts(store: MemoryStore) -> dict[str, int]:
     return store.forgotten_counts()
 
 
-def restore_version(store: MemoryStore, version_id: uuid.UUID, *, by: str) -> EntryOut:
+def restore_version(
+    store: MemoryStore,
+    version_id: uuid.UUID,
+    *,
+    by: str,
+    quotas: MemoryQuotas = DEFAULT_QUOTAS,
+) -> EntryOut:
     """Make a kept version the entry's current text again (a delete's version brings back
     what was forgotten); the restore is itself a change, kept as a version."""
     version = store.version(version_id)
@@ -337,4 +368,5 @@ def restore_version(store: MemoryStore, version_id: uuid.UUID, *, by: str) -> En
         description=version.description,
         source=version.source,
         by=by,
+        quotas=quotas,
     )

@@ -132,6 +132,17 @@ def portal_link(folder: Path, profile: str | None) -> PortalLink:
     return PortalLink(portal_url(None, remembered), key, str(agent_id) if agent_id else None)
 
 
+def kept_cursor(given: object) -> str | None:
+    """A pull's cursor as this machine keeps it: the portal's string as it came (SPEC P5:
+    opaque, sent back unchanged). An integer, as older portals answered and older versions
+    kept in state.json, is the same cursor written out; anything else is no cursor."""
+    if isinstance(given, str):
+        return given
+    if isinstance(given, int) and not isinstance(given, bool):
+        return str(given)
+    return None
+
+
 @dataclass
 class SyncState:
     offset: int = 0
@@ -243,7 +254,11 @@ class SyncFiles:
             data = json.loads(path.read_bytes())
             return SyncState(
                 offset=int(data["offset"]),
-                cursors={str(k): str(v) for k, v in data["cursors"].items()},
+                cursors={
+                    str(k): cursor
+                    for k, v in data["cursors"].items()
+                    if (cursor := kept_cursor(v)) is not None
+                },
                 bases={str(k): str(v) for k, v in data["bases"].items()},
                 last_sync=data.get("last_sync"),
                 conflicts=list(data.get("conflicts") or []),

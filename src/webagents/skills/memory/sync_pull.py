@@ -19,14 +19,23 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import ToolError
-from ...portal_client import PortalClient
+from ...portal_client import BadCursor, PortalClient
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
 from .note_batch import Write, write_many
 from .note_file import Note, NoteFormatError
 from .notes import NoteChanged, NoteStore
 from .rights import synced
-from .sync_files import SyncFiles, SyncState, entry_id, now, portal_hash, put_line, when
+from .sync_files import (
+    SyncFiles,
+    SyncState,
+    entry_id,
+    kept_cursor,
+    now,
+    portal_hash,
+    put_line,
+    when,
+)
 
 log = logging.getLogger("webagents.memory")
 
@@ -79,7 +88,7 @@ class Puller:
                 continue
             where = namespace if namespace is not None else ALL
             while True:
-                page = client.memory_sync_pull(namespace, state.cursors.get(where), PAGE)
+                page = self._page(client, state, namespace, where)
                 lines = page.get("lines") or []
                 batch: Batch = {}
                 for line in lines:
@@ -89,13 +98,33 @@ class Puller:
                     if synced(found) and namespace in (None, found):
                         self._apply(state, line, waiting, batch)
                 self._write(state, batch)
-                cursor = page.get("cursor")
+                cursor = kept_cursor(page.get("cursor"))
                 if cursor is not None:
-                    state.cursors[where] = str(cursor)
+                    state.cursors[where] = cursor
                 if lines:  # once a page, after its notes are durable: a crash re-pulls it
                     self.files.save(state)
+                if cursor is None and lines:
+                    log.warning(
+                        "memory: the portal answered the pull of %s without a cursor (%r): "
+                        "it is pulled again from the last cursor kept at the next round",
+                        where,
+                        page.get("cursor"),
+                    )
+                    break  # the same page again would never end
                 if not page.get("more") or not lines:
                     break
+
+    def _page(
+        self, client: PortalClient, state: SyncState, namespace: str | None, where: str
+    ) -> dict[str, Any]:
+        """A page after the kept cursor; from the start when the portal does not know that
+        cursor (another portal's, or damaged): a line already here changes nothing."""
+        try:
+            return client.memory_sync_pull(namespace, state.cursors.get(where), PAGE)
+        except BadCursor as exc:
+            log.warning("memory: %s; the pull of %s starts again from the start", exc, where)
+            state.cursors.pop(where, None)
+            return client.memory_sync_pull(namespace, None, PAGE)
 
     def _write(self, state: SyncState, batch: Batch) -> None:
         """A page's notes written together (`note_batch.write_many`), then indexed."""

@@ -1,0 +1,128 @@
+"""How much the memory store keeps (issue 21): per agent and per user, the live entries and
+their content's bytes; per entry, the versions kept.
+
+A write that would go over a quota is refused with 429 and a code that names the quota
+(`agent_entries_quota`, `agent_bytes_quota`, `user_entries_quota`, `user_bytes_quota`), and
+changes nothing. 429, not 413: the write itself is acceptable (a note over the size of one
+note is the 413 `too_large`), the store is full for now, and what fixes it is forgetting
+notes, after which the same write succeeds; our sync keeps a line refused with 429 waiting
+in its outbox, in order, where a 413 would set it aside for good. A write that adds nothing
+(an overwrite no larger, a forget) is never refused, so an agent over a quota lowered by the
+administrator can always shrink.
+
+Versions beyond `versions_per_entry` are dropped oldest first at each change of the entry;
+the newest, which holds the entry's current text, is never dropped.
+
+The counts live on the agent's feed row (`memory_feeds.entries`, `.bytes`), kept by every
+change under the row lock that every writer of the agent takes, so an agent's quota is exact.
+A user's total is the sum over their agents' rows, read without their locks: writers of two
+agents of one user at the same instant may pass it by one write each.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from ..errors import PortalError
+
+MB = 1024 * 1024
+
+
+class QuotaExceeded(PortalError):
+    status = 429
+    code = "quota_exceeded"
+
+
+@dataclass(frozen=True)
+class MemoryQuotas:
+    """The bounds, as `webagents portal serve` sets them (defaults: sized for notes, not
+    for files: an agent's 10,000 notes of 10 KB would be 100 MB)."""
+
+    agent_entries: int = 10_000
+    agent_bytes: int = 100 * MB
+    user_entries: int = 50_000
+    user_bytes: int = 500 * MB
+    versions_per_entry: int = 20
+
+
+DEFAULT_QUOTAS = MemoryQuotas()
+
+# The options of `portal serve` that set each bound: messages name them.
+OPTIONS = {
+    "agent_entries": "--memory-agent-entries",
+    "agent_bytes": "--memory-agent-bytes",
+    "user_entries": "--memory-user-entries",
+    "user_bytes": "--memory-user-bytes",
+    "versions_per_entry": "--memory-versions",
+}
+
+_SIZE = re.compile(r"(\d+)\s*([KMG]B?|B)?", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1024, "M": MB, "G": 1024 * MB}
+
+
+def parse_size(given: str) -> int:
+    """A size as an option gives it: bytes, or with K, M or G (1024-based): `100MB`;
+    ValueError with what is expected otherwise."""
+    found = _SIZE.fullmatch(given.strip())
+    if found is None or int(found.group(1)) < 1:
+        raise ValueError(f"a size like 100MB, 512K or 1G (or bytes: 1048576), not {given!r}")
+    unit = (found.group(2) or "").upper().removesuffix("B")
+    return int(found.group(1)) * _UNITS[unit]
+
+
+def quotas_of(request: Request) -> MemoryQuotas:
+    """The bounds the portal was started with (`PortalSettings.memory_quotas`)."""
+    quotas: MemoryQuotas = request.app.state.settings.memory_quotas
+    return quotas
+
+
+@dataclass(frozen=True)
+class Usage:
+    entries: int
+    bytes: int
+
+
+def _size(count: int) -> str:
+    return f"{count:,} bytes" if count < MB else f"{count / MB:,.1f} MB"
+
+
+def check_write(
+    quotas: MemoryQuotas, agent: Usage, user: Usage, *, entries: int, size: int
+) -> None:
+    """Refuse a write that adds `entries` (0 or 1) and `size` bytes (may be negative) when
+    it would bring the agent's or the user's store over a quota."""
+    free = (
+        "forget notes the agent no longer needs (memory_forget, or the owner's memory "
+        "pages), or ask the portal's administrator to raise"
+    )
+    if entries > 0 and agent.entries + entries > quotas.agent_entries:
+        raise QuotaExceeded(
+            f"this agent keeps {agent.entries:,} notes in the portal, the most it may "
+            f"({quotas.agent_entries:,}); nothing was stored: {free} "
+            f"{OPTIONS['agent_entries']}",
+            code="agent_entries_quota",
+        )
+    if size > 0 and agent.bytes + size > quotas.agent_bytes:
+        raise QuotaExceeded(
+            f"this note would bring this agent's notes in the portal to "
+            f"{_size(agent.bytes + size)}, over the {_size(quotas.agent_bytes)} it may keep; "
+            f"nothing was stored: {free} {OPTIONS['agent_bytes']}",
+            code="agent_bytes_quota",
+        )
+    if entries > 0 and user.entries + entries > quotas.user_entries:
+        raise QuotaExceeded(
+            f"the agents of this agent's owner keep {user.entries:,} notes in the portal, the "
+            f"most one user's agents may ({quotas.user_entries:,}); nothing was stored: "
+            f"{free} {OPTIONS['user_entries']}",
+            code="user_entries_quota",
+        )
+    if size > 0 and user.bytes + size > quotas.user_bytes:
+        raise QuotaExceeded(
+            f"this note would bring the notes of this agent's owner's agents in the portal to "
+            f"{_size(user.bytes + size)}, over the {_size(quotas.user_bytes)} one user's "
+            f"agents may keep; nothing was stored: {free} {OPTIONS['user_bytes']}",
+            code="user_bytes_quota",
+        )
