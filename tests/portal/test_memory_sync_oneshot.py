@@ -143,6 +143,27 @@ def test_p7_run_pushes_its_write_before_it_exits_and_leaves_no_temporary_file(
     assert temporary_files(machines.a, tmp_path / "home") == []
 
 
+def test_p7_run_removes_the_temporary_state_file_a_stopped_sync_left(
+    tmp_path: Path,
+    fresh_database_url: str,
+    served: Served,
+    model: tuple[ScriptedServer, Recording],
+) -> None:
+    machines = Machines(tmp_path, served, fresh_database_url, model[0])
+    first = machines.run("a", "run", call("memory_write", key="plan", content="Lisbon."))
+    assert first.returncode == 0, first.stderr
+    # What a process killed (or ended) while its sync thread saved the state leaves behind.
+    folder = machines.a / ".webagents" / "portal-sync"
+    stray = folder / ".state.json.0a1b2c3d4e5f.tmp"
+    stray.write_bytes(b'{"offset": 0, "curs')
+    wrote = machines.run("a", "run", call("memory_write", key="tea", content="Green."))
+    assert wrote.returncode == 0, wrote.stderr
+    assert temporary_files(machines.a, tmp_path / "home") == []
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", "outbox.jsonl", "state.json"]
+    entry = machines.entry("owner", "tea")
+    assert entry is not None and entry["content"] == "Green."
+
+
 def test_p7_run_with_the_portal_down_says_so_and_the_outbox_keeps_the_write(
     tmp_path: Path,
     fresh_database_url: str,
