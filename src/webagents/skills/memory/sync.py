@@ -204,7 +204,7 @@ class PortalSync:
     def report(self, namespaces: list[str]) -> list[str]:
         """/memory's lines about the sync; conflicts only of `namespaces` (the caller's)."""
         state = self.files.load()
-        waiting = len(self.files.pending(state.offset))  # one read of the state for both
+        waiting = len(self.files.pending(state.offset))
         lines = [
             f"portal: {self.link.url} (synced entry by entry)",
             f"last sync: {state.last_sync or 'not yet'}"
