@@ -74,8 +74,10 @@ async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json
         conversation = await _conversation(agent, path, resume)
         result = await conversation.send(text)
     finally:
-        await _push_memory(agent)
-        await agent.aclose()
+        try:
+            await _push_memory(agent)
+        finally:
+            await agent.aclose()
     if as_json:
         usage = result.usage
         reply: dict[str, Any] = {
