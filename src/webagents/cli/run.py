@@ -22,6 +22,7 @@ from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError
 from ..skills.memory.rights import rights_of
+from ..skills.memory.skill import MemorySkill
 from .chat import keep_conversations, new_conversation_id, offline_notice
 from .owner import fail, print_json
 
@@ -84,12 +85,19 @@ def run_once(
     asyncio.run(_turn(agent, path, text, resume, as_json))
 
 
+PUSH_SECONDS = 10.0
+"""How long a run waits at its end for its notes to reach the portal (`portal: true`)."""
+
+
 async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json: bool) -> None:
     try:
         conversation = await _conversation(agent, path, resume)
         result = await conversation.send(text)
     finally:
-        await agent.aclose()
+        try:
+            await _push_memory(agent)
+        finally:
+            await agent.aclose()
     if as_json:
         usage = result.usage
         reply: dict[str, Any] = {
@@ -105,6 +113,15 @@ async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json
         print_json(reply)
         return
     click.echo(result.output)
+
+
+async def _push_memory(agent: Agent) -> None:
+    """The notes this run wrote, in the portal before it exits (or said to wait)."""
+    memory = agent.skill(MemorySkill.name)
+    if isinstance(memory, MemorySkill):
+        waiting = await memory.finish(PUSH_SECONDS)
+        if waiting is not None:
+            click.secho(waiting, fg="yellow", err=True)
 
 
 async def _conversation(agent: Agent, path: Path, resume: str | None) -> Conversation:

@@ -84,11 +84,13 @@ def run_server(
     logging.getLogger("asyncio").addFilter(AcceptErrors(file_limit()))
     address, port = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
+    targets = connector.targets() if connector is not None else []
+    portals = {target.agent: target.portal for target in targets}
     for served in host.all():
-        click.echo(f"  {served.describe_access()}")
+        click.echo(f"  {served.describe_access(portals.get(served.name))}")
         click.echo(f"  POST http://{shown}:{port}/agents/{served.name}/chat/completions")
     if connector is not None:
-        for target in connector.targets():
+        for target in targets:
             click.echo(
                 f"  Portal Connect: agent {target.agent!r} connects to {target.portal} "
                 "(--no-connect serves locally only)"

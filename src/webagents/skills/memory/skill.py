@@ -30,7 +30,7 @@ from .notes import Limits, NoteStore
 from .prompt import memory_block
 from .rights import Rights, rights_of
 from .settings import MemorySettings
-from .sync import PortalSync
+from .sync import UNREACHABLE, PortalSync
 from .sync_files import notes_root, portal_link
 from .sync_search import portal_results
 from .tools import toolset
@@ -43,6 +43,8 @@ MAX_SNAPSHOTS = 200
 """Block snapshots kept per caller: the oldest go when a caller starts more conversations."""
 MAX_LISTED = 500
 INDEX_CACHE = ".index.sqlite"
+FIRST_PULL_SECONDS = 5.0
+"""How long the first block of a process waits for the portal's notes (`portal: true`)."""
 
 
 def _is_namespace(value: str) -> bool:
@@ -97,6 +99,34 @@ class MemorySkill(Skill[MemorySettings]):
             self._sync.close()
             self._sync = None
 
+    async def portal_notice(self) -> str | None:
+        """What a chat says at its start when the portal's notes could not be brought here
+        for its first conversation (`portal: true`), else None."""
+        sync = self._sync
+        if sync is None or await asyncio.to_thread(sync.first_round, FIRST_PULL_SECONDS):
+            return None
+        return (
+            f"memory: {_failed(sync)}, so this conversation shows only the notes kept on this "
+            "machine; /memory syncs again"
+        )
+
+    async def finish(self, within: float) -> str | None:
+        """The end of a one-shot run: this process's writes pushed to the portal (`within`
+        seconds at most) and the sync stopped; what to tell the user when some still wait in
+        the outbox, else None."""
+        sync = self._sync
+        if sync is None:
+            return None
+        waiting = await asyncio.to_thread(sync.flush, within)
+        await asyncio.to_thread(self.close)
+        if not waiting:
+            return None
+        changes = "1 change waits" if waiting == 1 else f"{waiting} changes wait"
+        return (
+            f"memory: {_failed(sync)}: {changes} in this machine's outbox, pushed by the "
+            "agent's next chat, run or serve"
+        )
+
     @property
     def sync(self) -> PortalSync | None:
         """The portal sync (`portal: true`), else None."""
@@ -142,6 +172,8 @@ class MemorySkill(Skill[MemorySettings]):
                 kept = None
             if kept is not None:
                 return kept  # the block of this conversation (M6)
+        if self._sync is not None:  # a fresh machine's first block has the portal's notes
+            await asyncio.to_thread(self._sync.first_round, FIRST_PULL_SECONDS)
         block = self.block(rights)
         if snapshot is not None and block is not None:
             try:
@@ -417,6 +449,13 @@ def _stored(key: str) -> Iterator[None]:
             f"the note {key!r} was not changed: the agent's disk is full (the agent's owner "
             "is told); try again later"
         ) from None
+
+
+def _failed(sync: PortalSync) -> str:
+    """What went wrong with the portal, for a line to the user."""
+    if sync.last_error in (None, UNREACHABLE):
+        return f"the portal {sync.link.url} did not answer"
+    return f"the sync with the portal {sync.link.url} failed ({sync.last_error})"
 
 
 def _full(note: Note) -> dict[str, Any]:

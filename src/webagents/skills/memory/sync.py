@@ -14,10 +14,16 @@ pushes the outbox, then pulls, under one lock across the agent's processes.
   `sync_pull`.
 - Which namespaces are carried is rights.py's (`synced`); a conversation's search and its
   /memory see only what its `Rights` may read.
+- A process's first round is awaited (briefly) before its first `## Memory` block is built,
+  so that a fresh machine's first conversation shows the portal's notes (`first_round`); a
+  one-shot run waits (briefly) for its writes to be pushed before it exits (`flush`).
+- The thread is stopped and joined before the process exits (`close`, also at exit): one
+  killed mid-write would leave its temporary file behind.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable
@@ -34,6 +40,11 @@ from .sync_pull import Puller
 from .sync_push import Pusher
 
 log = logging.getLogger("webagents.memory")
+
+UNREACHABLE = "the portal does not answer"
+CLOSE_SECONDS = 30.0
+"""How long a close waits for a round in progress: past the client's timeout (10 s) of each
+request, so that a round ends between two files rather than in the middle of one."""
 
 
 class PortalSync:
@@ -60,6 +71,12 @@ class PortalSync:
         self.puller = Puller(store, index, self.files, self._wake.set)
         self.pusher = Pusher(store, self.files, self.puller)
         self._thread: threading.Thread | None = None
+        self._rounds = threading.Condition()
+        self._began = 0
+        self._ended = 0
+        """Rounds of the thread begun and ended: what `flush` waits on."""
+        self._first = threading.Event()
+        """Set when the thread's first round ended, whatever its outcome."""
         self._unreachable = False
         self.last_error: str | None = None
 
@@ -80,23 +97,55 @@ class PortalSync:
         """Sync now and then every `interval` seconds (and soon after each write), in a
         background thread: the conversation never waits for the portal."""
         if self._thread is None:
+            self._stop.clear()
             self._thread = threading.Thread(
                 target=self._run, name="webagents-memory-sync", daemon=True
             )
             self._thread.start()
+            # A daemon thread is stopped wherever it is when the interpreter ends: stopped
+            # here first, between two files.
+            atexit.register(self.close)
 
     def close(self) -> None:
+        """Stop the thread, after the round in progress (what waits in the outbox stays)."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            atexit.unregister(self.close)
+            thread.join(timeout=CLOSE_SECONDS)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()  # before the round: a write during it brings the next at once
+            with self._rounds:
+                self._began += 1
             self.sync_round()
+            with self._rounds:
+                self._ended += 1
+                self._rounds.notify_all()
+            self._first.set()
             self._wake.wait(self.interval)
+
+    def first_round(self, timeout: float) -> bool:
+        """Wait, `timeout` seconds at most, for the thread's first round (its pull brings
+        what the portal has before a fresh machine's first block is built); whether it ended
+        with the portal answering."""
+        return self._first.wait(timeout) and self.last_error is None
+
+    def flush(self, timeout: float) -> int:
+        """Push what waits in the outbox now, waiting `timeout` seconds at most for a round
+        that began after this call; how many changes still wait (0: all in the portal)."""
+        if self._thread is not None and self.waiting():
+            with self._rounds:
+                wanted = self._began + 1
+                self._wake.set()
+                self._rounds.wait_for(lambda: self._ended >= wanted, timeout)
+        return self.waiting()
+
+    def waiting(self) -> int:
+        """How many changes of the outbox are not in the portal yet."""
+        return len(self.files.pending(self.files.load().offset))
 
     def sync_round(self, namespaces: list[str] | None = None) -> bool:
         """Push the outbox, then pull `namespaces` (None: every namespace kept here and in
@@ -119,7 +168,7 @@ class PortalSync:
                     "memory: the portal does not answer; changes wait in the outbox (%s)", exc
                 )
             self._unreachable = True
-            self.last_error = "the portal does not answer"
+            self.last_error = UNREACHABLE
             return False
         except WebAgentsError as exc:
             if str(exc) != self.last_error:  # once, not at every round

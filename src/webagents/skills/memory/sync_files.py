@@ -13,7 +13,9 @@
 - `refused.jsonl` (0600): the outbox lines the portal refused for good (a 4xx that no
   retry changes: content it cannot store, over its size limit), each with the portal's
   message, set aside so the lines behind them go on; /memory shows them.
-- `.lock`: one sync round at a time, across the agent's processes.
+- `.lock`: one sync round at a time, across the agent's processes. Every save of the state
+  happens under it, and a round starts by removing the temporary files of a save that a
+  stopped process left.
 
 It also holds what both halves of the sync (`sync_push`, `sync_pull`) and their entry point
 (`sync`) speak: an entry's id and content hash, an outbox line, and times.
@@ -295,6 +297,7 @@ class SyncFiles:
                 except BlockingIOError:
                     yield False
                     return
+                _sweep(dir_fd)
                 yield True
             finally:
                 os.close(fd)
@@ -327,6 +330,17 @@ class SyncFiles:
                 if isinstance(item, dict) and isinstance(item.get("line"), dict):
                     found.append(item)
         return found
+
+
+def _sweep(dir_fd: int) -> None:
+    """Remove the state's temporary files that a process stopped mid-save left (killed, or
+    ended while its sync thread was saving). Called under the round's lock: every save of
+    the state happens under it, so no temporary file found then is being written."""
+    for name in os.listdir(dir_fd):
+        if name.startswith(f".{STATE}.") and name.endswith(".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+            log.info("memory: removed %s, left by a sync stopped while it saved", name)
 
 
 def notes_root(dot_webagents: Path, profile: str | None, portal_alone: bool) -> Path:
