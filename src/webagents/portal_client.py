@@ -138,6 +138,11 @@ class PortalClient:
     def update_agent(self, agent_id: str, agent: dict[str, Any]) -> dict[str, Any]:
         return self._checked(self._send("PATCH", f"/api/agents/{agent_id}", json=agent))
 
+    def add_agent_key(self, agent_id: str, name: str) -> dict[str, Any]:
+        """A new key for one more machine: `{key: {id, name, ...}, rawApiKey}`."""
+        path = f"/api/agents/{agent_id}/keys"
+        return self._agent_call(agent_id, "POST", path, json={"name": name})
+
     def list_agents(self) -> list[dict[str, Any]]:
         agents: list[dict[str, Any]] = self._checked(self._send("GET", "/api/agents"))["agents"]
         return agents

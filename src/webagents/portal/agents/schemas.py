@@ -33,6 +33,8 @@ class AgentIn(BaseModel):
     instructions: str = Field(default="", max_length=200_000)
     model: str | None = Field(default=None, max_length=200)
     skills: list[Any] = Field(default_factory=list, max_length=100)
+    # The name of the first machine's key (publish sends the host name); default "first key".
+    keyName: str | None = Field(default=None, max_length=100)
 
 
 class AgentPatch(BaseModel):
@@ -71,3 +73,29 @@ class OneAgent(BaseModel):
 
 class AgentList(BaseModel):
     agents: list[AgentOut]
+
+
+class KeyIn(BaseModel):
+    """A new key for one more machine (`webagents publish` on it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=100)
+
+
+class KeyOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    prefix: str
+    createdAt: datetime
+    lastUsedAt: datetime | None
+    revokedAt: datetime | None
+
+
+class KeyMade(BaseModel):
+    key: KeyOut
+    rawApiKey: str
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]

@@ -100,7 +100,7 @@ async def _held(relay: Relay, agent_id: uuid.UUID) -> int:
 
 
 def _agent_of(sessions: sessionmaker[Session], authorization: str | None) -> AgentScope:
-    with sessions() as db:
+    with sessions.begin() as db:  # committed: the key's use is noted (its last use)
         return agent_key_scope(db, authorization)
 
 
