@@ -136,17 +136,16 @@ def run_publish(path: Path, profile: str | None, key_name: str | None = None) ->
             key_file = agent_key_file(str(agent["id"]), profile)
             had_key = key_file.exists()
             if had_key and _key_works(kept.portal, key_file):
-                said = f"updated {agent['name']}"
+                said, after = f"updated {agent['name']}", ""
             else:
                 made = client.add_agent_key(str(agent["id"]), name)
                 atomic_write(key_file, (made["rawApiKey"] + "\n").encode())
-                said = (
-                    f"updated {agent['name']}; this machine's key was revoked, so it has a new "
-                    f"one ({name!r})"
-                    if had_key
-                    else f"linked to your existing agent {agent['name']!r}; this machine has "
-                    f"its own key ({name!r})"
-                )
+                if had_key:
+                    said = f"updated {agent['name']}"
+                    after = f"; this machine's key was revoked, so it has a new one ({name!r})"
+                else:
+                    said = f"linked to your existing agent {agent['name']!r}"
+                    after = f"; this machine has its own key ({name!r})"
         else:
             created = client.create_agent({**payload, "keyName": name})
             agent = created["agent"]
@@ -154,14 +153,14 @@ def run_publish(path: Path, profile: str | None, key_name: str | None = None) ->
             atomic_write(
                 agent_key_file(str(agent["id"]), profile), (created["rawApiKey"] + "\n").encode()
             )
-            said = f"published {agent['name']}"
+            said, after = f"published {agent['name']}", ""
     config["link"] = {
         "agentId": str(agent["id"]),
         "agentName": str(agent["name"]),
         "portal": kept.portal,
     }
     atomic_write(_config_file(folder), (json.dumps(config, indent=2) + "\n").encode())
-    click.echo(f"webagents: {said} on {kept.portal} (agent {agent['id']})")
+    click.echo(f"webagents: {said} on {kept.portal} (agent {agent['id']}){after}")
 
 
 @click.command()
