@@ -159,7 +159,7 @@ def browser_account(request: Request, db: Db) -> AccountScope:
 
 def api_account(request: Request, db: Db) -> AccountScope:
     settings: PortalSettings = request.app.state.settings
-    issuer = tokens.issuer_of(settings, str(request.base_url))
+    issuer = tokens.issuer_of(settings)
     return bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
 
 

@@ -37,7 +37,7 @@ def agent_token(
 ) -> dict[str, object]:
     """A token to call an agent as this user (its `auth` skill verifies it)."""
     settings: PortalSettings = request.app.state.settings
-    issuer = issuer_of(settings, str(request.base_url))
+    issuer = issuer_of(settings)
     return service.agent_token(db, settings, scope, issuer, body.agent)
 
 
