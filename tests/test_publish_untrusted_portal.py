@@ -33,8 +33,12 @@ def _portal(agent_id: str) -> Starlette:
     async def update(request: Request) -> JSONResponse:
         return JSONResponse({"agent": {"id": request.path_params["id"], "name": "helper"}})
 
+    async def listed(request: Request) -> JSONResponse:
+        return JSONResponse({"agents": []})  # none of that name: publish creates it
+
     return Starlette(
         routes=[
+            Route("/api/agents", listed, methods=["GET"]),
             Route("/api/agents", create, methods=["POST"]),
             Route("/api/agents/{id}", update, methods=["PATCH"]),
         ]
@@ -66,7 +70,7 @@ def test_p4_an_agent_id_from_the_portal_never_names_a_path(tmp_path: Path) -> No
     assert done.stderr == (
         f"error: the portal at {fake.url} answered an agent id that is not a UUID "
         "('../../../victim/server'): nothing was kept; is that address really a webagents "
-        "portal?\n"
+        "portal? Sign in to yours with webagents login --portal URL\n"
     )
     assert list(victim.iterdir()) == []
     assert stat.S_IMODE(victim.stat().st_mode) == 0o755

@@ -91,8 +91,9 @@ class PortalClient:
             return self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise PortalUnreachable(
-                f"cannot reach the portal at {self.base_url} ({exc}): check --portal or "
-                f"{PORTAL_URL_ENV}, and that the portal is running (webagents portal serve)"
+                f"cannot reach the portal at {self.base_url} ({exc}): check its address "
+                f"(webagents login --portal URL, or {PORTAL_URL_ENV}) and that the portal runs "
+                "there (webagents portal serve)"
             ) from None
 
     def _json(self, answer: httpx.Response) -> dict[str, Any]:
@@ -103,7 +104,8 @@ class PortalClient:
         if not isinstance(body, dict):
             raise PortalUnreachable(
                 f"{self.base_url} answered {answer.status_code} without the portal's JSON: "
-                "is this the portal's address?"
+                "is this the portal's address? Sign in to the portal's own address with "
+                "webagents login --portal URL"
             )
         return body
 

@@ -66,7 +66,8 @@ def _check_answer(agent: Any, portal: str) -> None:
         shown = agent.get("id") if isinstance(agent, dict) else agent
         raise ConfigError(
             f"the portal at {portal} answered an agent id that is not a UUID ({shown!r}): "
-            "nothing was kept; is that address really a webagents portal?"
+            "nothing was kept; is that address really a webagents portal? Sign in to yours "
+            "with webagents login --portal URL"
         )
     if not isinstance(agent.get("name"), str):
         raise ConfigError(f"the portal at {portal} answered an agent without a name")
@@ -129,7 +130,8 @@ def run_publish(path: Path, profile: str | None, key_name: str | None = None) ->
                     raise
                 raise ConfigError(
                     f"the portal does not know agent {agent_id} as yours ({kept.username} "
-                    f'at {kept.portal}): sign in as its owner, or remove "link" from '
+                    f"at {kept.portal}): sign in as its owner (webagents login), or remove "
+                    f'"link" from '
                     f"{_config_file(folder)} to publish it anew"
                 ) from None
             _check_answer(agent, kept.portal)
