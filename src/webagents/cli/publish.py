@@ -73,6 +73,17 @@ def _check_answer(agent: Any, portal: str) -> None:
         raise ConfigError(f"the portal at {portal} answered an agent without a name")
 
 
+def _raw_key(answer: Any, portal: str) -> bytes:
+    """The agent key a portal answered, as the key file keeps it."""
+    raw = answer.get("rawApiKey") if isinstance(answer, dict) else None
+    if not isinstance(raw, str) or not raw.strip() or "\n" in raw:
+        raise ConfigError(
+            f"the portal at {portal} answered no usable agent key: nothing was kept; is that "
+            "address really a webagents portal? Sign in to yours with webagents login --portal URL"
+        )
+    return (raw.strip() + "\n").encode()
+
+
 def default_key_name() -> str:
     """The name this machine's agent key gets on the portal: its host name."""
     return socket.gethostname().strip()[:100] or "this machine"
@@ -141,7 +152,7 @@ def run_publish(path: Path, profile: str | None, key_name: str | None = None) ->
                 said, after = f"updated {agent['name']}", ""
             else:
                 made = client.add_agent_key(str(agent["id"]), name)
-                atomic_write(key_file, (made["rawApiKey"] + "\n").encode())
+                atomic_write(key_file, _raw_key(made, kept.portal))
                 if had_key:
                     said = f"updated {agent['name']}"
                     after = f"; this machine's key was revoked, so it has a new one ({name!r})"
@@ -152,9 +163,7 @@ def run_publish(path: Path, profile: str | None, key_name: str | None = None) ->
             created = client.create_agent({**payload, "keyName": name})
             agent = created["agent"]
             _check_answer(agent, kept.portal)
-            atomic_write(
-                agent_key_file(str(agent["id"]), profile), (created["rawApiKey"] + "\n").encode()
-            )
+            atomic_write(agent_key_file(str(agent["id"]), profile), _raw_key(created, kept.portal))
             said, after = f"published {agent['name']}", ""
     config["link"] = {
         "agentId": str(agent["id"]),
