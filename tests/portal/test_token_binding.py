@@ -61,7 +61,7 @@ def test_p2_the_host_header_does_not_choose_the_tokens_issuer(
     key = accounts.create_key(db, alice, "cli").key
     for public_url, issuer in (
         ("https://portal.example", "https://portal.example"),
-        (None, tokens.LOCAL_ISSUER),  # an app made in code without one
+        (None, "http://127.0.0.1:8700"),  # an app made in code without one: LOCAL_ISSUER
     ):
         chosen = replace(settings, public_url=public_url)
         with make_client(chosen, migrated_engine, db) as client:
@@ -71,6 +71,7 @@ def test_p2_the_host_header_does_not_choose_the_tokens_issuer(
                 "/api/users/me", headers={"Authorization": f"Bearer {token}", "host": "x.example"}
             )
             assert mine.status_code == 200
+    assert tokens.LOCAL_ISSUER == "http://127.0.0.1:8700"
 
 
 def test_p2_portal_serve_without_public_url_fixes_the_issuer_at_start_and_says_so(
