@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from webagents.cli.publish import default_key_name
 from webagents.testing import AppServer
 
 from .conftest import write_agent
@@ -33,10 +34,18 @@ def _portal(agent_id: str) -> Starlette:
     async def update(request: Request) -> JSONResponse:
         return JSONResponse({"agent": {"id": request.path_params["id"], "name": "helper"}})
 
+    async def listed(request: Request) -> JSONResponse:
+        return JSONResponse({"agents": []})  # none of that name: publish creates it
+
+    async def new_key(request: Request) -> JSONResponse:
+        return JSONResponse({"key": {"name": "laptop"}, "rawApiKey": "rok_machine"})
+
     return Starlette(
         routes=[
+            Route("/api/agents", listed, methods=["GET"]),
             Route("/api/agents", create, methods=["POST"]),
             Route("/api/agents/{id}", update, methods=["PATCH"]),
+            Route("/api/agents/{id}/keys", new_key, methods=["POST"]),
         ]
     )
 
@@ -66,7 +75,7 @@ def test_p4_an_agent_id_from_the_portal_never_names_a_path(tmp_path: Path) -> No
     assert done.stderr == (
         f"error: the portal at {fake.url} answered an agent id that is not a UUID "
         "('../../../victim/server'): nothing was kept; is that address really a webagents "
-        "portal?\n"
+        "portal? Sign in to yours with webagents login --portal URL\n"
     )
     assert list(victim.iterdir()) == []
     assert stat.S_IMODE(victim.stat().st_mode) == 0o755
@@ -90,7 +99,8 @@ def test_p4_a_linked_agent_id_that_is_not_a_uuid_is_refused(tmp_path: Path) -> N
     )
     assert (updated.returncode, updated.stdout) == (
         0,
-        f"webagents: updated helper on {fake.url} (agent {UUID})\n",
+        f"webagents: linked to your existing agent 'helper' on {fake.url} (agent {UUID}); "
+        f"this machine has its own key ({default_key_name()!r})\n",
     )
     assert os.listdir(folder / ".webagents") == ["config.json"]
 

@@ -99,8 +99,9 @@ class PortalClient:
             return self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise PortalUnreachable(
-                f"cannot reach the portal at {self.base_url} ({exc}): check --portal or "
-                f"{PORTAL_URL_ENV}, and that the portal is running (webagents portal serve)"
+                f"cannot reach the portal at {self.base_url} ({exc}): check its address "
+                f"(webagents login --portal URL, or {PORTAL_URL_ENV}) and that the portal runs "
+                "there (webagents portal serve)"
             ) from None
 
     def _json(self, answer: httpx.Response) -> dict[str, Any]:
@@ -111,7 +112,8 @@ class PortalClient:
         if not isinstance(body, dict):
             raise PortalUnreachable(
                 f"{self.base_url} answered {answer.status_code} without the portal's JSON: "
-                "is this the portal's address?"
+                "is this the portal's address? Sign in to the portal's own address with "
+                "webagents login --portal URL"
             )
         return body
 
@@ -145,6 +147,11 @@ class PortalClient:
 
     def update_agent(self, agent_id: str, agent: dict[str, Any]) -> dict[str, Any]:
         return self._checked(self._send("PATCH", f"/api/agents/{agent_id}", json=agent))
+
+    def add_agent_key(self, agent_id: str, name: str) -> dict[str, Any]:
+        """A new key for one more machine: `{key: {id, name, ...}, rawApiKey}`."""
+        path = f"/api/agents/{agent_id}/keys"
+        return self._agent_call(agent_id, "POST", path, json={"name": name})
 
     def list_agents(self) -> list[dict[str, Any]]:
         agents: list[dict[str, Any]] = self._checked(self._send("GET", "/api/agents"))["agents"]

@@ -64,7 +64,11 @@ def db(migrated_engine: Engine) -> Iterator[Session]:
 
 @pytest.fixture
 def settings(migrated_engine: Engine) -> PortalSettings:
-    return PortalSettings(database_url=migrated_engine.url.render_as_string(hide_password=False))
+    # The address TestClient requests come to, as `portal serve --public-url` would give it.
+    return PortalSettings(
+        database_url=migrated_engine.url.render_as_string(hide_password=False),
+        public_url="http://testserver",
+    )
 
 
 def make_client(

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
 from webagents.portal.accounts.credentials import digest
-from webagents.portal.db.tables import Agent
+from webagents.portal.db.tables import Agent, AgentKey
 
 from .conftest import make_account, sign_in
 
@@ -47,7 +47,13 @@ def test_p4_create_list_get_patch_delete_an_agent(client: TestClient, db: Sessio
         "updated_at": agent["updated_at"],
     }
     stored = db.scalars(select(Agent)).one()
-    assert stored.key_hash == digest(body["rawApiKey"])
+    key = db.scalars(select(AgentKey)).one()
+    assert (key.agent_id, key.name, key.key_hash, key.revoked_at) == (
+        stored.id,
+        "first key",  # no keyName sent: webagents publish sends the machine's name
+        digest(body["rawApiKey"]),
+        None,
+    )
 
     listed = client.get("/api/agents", headers=alice)
     assert listed.json() == {"agents": [agent]}
@@ -95,7 +101,8 @@ def test_p4_agents_refuse_anonymous_and_bad_input(client: TestClient, db: Sessio
     taken = client.post("/api/agents", headers=bob, json=HELPER)
     assert (taken.status_code, taken.json()["error"]["message"]) == (
         409,
-        "the agent name 'helper' is taken on this portal: set another name: in its AGENT.md",
+        "the agent name 'helper' is taken on this portal (by another account's agent, or kept "
+        "for the account that gave it up lately): choose another name: in its AGENT.md",
     )
     bad = client.post("/api/agents", headers=bob, json={**HELPER, "name": "My Helper"})
     assert (bad.status_code, bad.json()["error"]["message"]) == (
@@ -114,7 +121,7 @@ def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Se
     sign_in(client, "alice")
     page = client.get("/").text
     assert (
-        "<li><strong>helper</strong>: Answers briefly.\n"
+        f'<li><strong><a href="/agents/{made}">helper</a></strong>: Answers briefly.\n'
         f'    · <a href="/agents/{made}/chats">chats</a> · <a href="/agents/{made}/memory">'
         "memory</a></li>"
     ) in page

@@ -183,7 +183,8 @@ def test_p3_login_denied_in_the_browser_fails(
         httpx.get(denied.headers["location"])
     assert login.finish() == 2
     assert login.output.endswith(
-        "error: the sign-in was refused in the browser (access_denied): run webagents login again\n"
+        "error: the sign-in was refused in the browser (access_denied): nothing was kept; to "
+        "sign in, choose Approve on the portal's sign-in page\n"
     )
     assert not _login_file(tmp_path).exists()
 

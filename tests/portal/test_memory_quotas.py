@@ -271,18 +271,18 @@ def test_p5_portal_serve_sets_the_quotas_from_its_options(
 
 
 def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_url: str) -> None:
-    """0011 fills each agent's usage from its live entries (UTF-8 bytes), on both databases."""
+    """0012 fills each agent's usage from its live entries (UTF-8 bytes), on both databases."""
     engine = make_engine(PortalSettings(database_url=fresh_database_url))
     try:
         with engine.connect() as connection:
-            command.upgrade(alembic_config(connection), "0010")
+            command.upgrade(alembic_config(connection), "0011")
             connection.commit()
         now = datetime.now(UTC)
         with Session(engine) as session, session.begin():
             user = User(username="alice", password_hash="-")
             session.add(user)
             session.flush()
-            agent = Agent(user_id=user.id, name="helper", key_hash="-", skills=[])
+            agent = Agent(user_id=user.id, name="helper", skills=[])
             session.add(agent)
             session.flush()
             session.execute(

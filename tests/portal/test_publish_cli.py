@@ -90,7 +90,8 @@ def test_p4_publish_of_a_folder_linked_to_another_users_agent_is_refused(
     assert (refused.returncode, refused.stderr) == (
         2,
         f"error: the portal does not know agent {agent_id} as yours (bob at {served.url}): "
-        f'sign in as its owner, or remove "link" from {folder.resolve()}/.webagents/config.json '
+        "sign in as its owner (webagents login), or remove "
+        f'"link" from {folder.resolve()}/.webagents/config.json '
         "to publish it anew\n",
     )
     not_signed_in = webagents(tmp_path, "publish", str(folder), home="nobody")

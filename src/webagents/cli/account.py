@@ -185,11 +185,15 @@ def _browser_login(base: str, open_browser: bool) -> str:
     finally:
         server.server_close()
     if server.result is None:
-        raise SignInError("no answer came from the browser: run webagents login again")
+        raise SignInError(
+            "no answer came from the browser: open the page above and approve there; where "
+            "no browser can reach this machine, sign in with webagents login --device (or "
+            "--token rok_...)"
+        )
     if "error" in server.result:
         raise SignInError(
-            f"the sign-in was refused in the browser ({server.result['error']}): "
-            "run webagents login again"
+            f"the sign-in was refused in the browser ({server.result['error']}): nothing was "
+            "kept; to sign in, choose Approve on the portal's sign-in page"
         )
     return server.result["token"]
 
@@ -212,9 +216,14 @@ def _device_login(base: str) -> str:
                 interval += 5
             elif answer.error != "authorization_pending":
                 raise SignInError(
-                    f"the device sign-in ended ({answer.error}): run webagents login --device again"
+                    f"the device sign-in ended ({answer.error}): nothing was kept; approve the "
+                    f"code on {grant['verification_uri']} while it is valid, or sign in with "
+                    "an API key (webagents login --token rok_...)"
                 )
-    raise SignInError("the device code expired unanswered: run webagents login --device again")
+    raise SignInError(
+        f"the device code expired unanswered: approve the code on {grant['verification_uri']} "
+        "while it is valid, or sign in with an API key (webagents login --token rok_...)"
+    )
 
 
 @click.command()

@@ -82,7 +82,7 @@ def portal() -> None:
     envvar="WEBAGENTS_PORTAL_PUBLIC_URL",
     metavar="URL",
     help="The portal's address as clients reach it, the issuer of its tokens (default: the "
-    "address each request came to; set it when several processes serve one portal).",
+    "address it listens on, 127.0.0.1 when that is every address; never a request's Host).",
 )
 @click.option(
     "--forwarded-allow-ips",
@@ -178,6 +178,14 @@ def _shown_embeddings(choice: str, embedder: Any) -> str:
     return "  embeddings: none (semantic search off)"
 
 
+def _local_address(address: str, shown: str, port: int) -> str:
+    """The address a portal without --public-url names itself by: the one it listens on, or
+    127.0.0.1 when it listens on every address (0.0.0.0 or ::), which is no address to use."""
+    if address in ("0.0.0.0", "::"):
+        return f"http://127.0.0.1:{port}"
+    return f"http://{shown}:{port}"
+
+
 def _serve(
     ctx: click.Context,
     host: str,
@@ -211,6 +219,15 @@ def _serve(
     sock = bind(host, port)
     address, bound = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
+    if settings.public_url is None:
+        # The tokens' issuer is fixed at start, never taken from a request's Host header.
+        settings = replace(settings, public_url=_local_address(address, shown, bound))
+        click.echo(
+            f"  tokens' issuer: {settings.public_url} (no --public-url: clients must use this "
+            "address; give --public-url when they reach the portal by another)"
+        )
+    else:
+        click.echo(f"  tokens' issuer: {settings.public_url}")
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
     click.echo(_shown_embeddings(embeddings, embedder))
     click.echo(f"  sign-up: {_SIGN_UP_SHOWN[settings.sign_up]}")

@@ -29,6 +29,7 @@ from .accounts import api as accounts_api
 from .accounts import pages as accounts_pages
 from .accounts.auth import SignInRequired
 from .agents import api as agents_api
+from .agents import pages as agents_pages
 from .body_limit import BodyLimit
 from .chats import api as chats_api
 from .chats import pages as chats_pages
@@ -104,6 +105,7 @@ def create_app(
     app.include_router(cli_login_api.router)
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
+    app.include_router(agents_pages.router)
     app.include_router(chats_api.router)
     app.include_router(chats_pages.router)
     app.include_router(memory_api.router)

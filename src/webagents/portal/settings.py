@@ -53,8 +53,8 @@ class PortalSettings:
     # logout or a revoked key, so it is short-lived; the CLI asks for a new one as needed.
     agent_token_lifetime: timedelta = timedelta(minutes=15)
     key_publish_ahead: timedelta = timedelta(minutes=10)
-    # The portal's address as clients reach it (the tokens' issuer); by default the address
-    # the request came to.
+    # The portal's address as clients reach it (the tokens' issuer). `portal serve` always
+    # sets one; None (an app made in code): tokens.service.LOCAL_ISSUER, never a Host header.
     public_url: str | None = None
     # The memory store's embedding model (`portal serve --embeddings`): local, openai[:MODEL]
     # or none (full-text search only). `serve` defaults to local; made in code, none.

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db.engine import read_request_session, request_session
-from ..db.tables import Agent, IssuedToken, User
+from ..db.tables import AgentKey, IssuedToken, User
 from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
+from ..tokens import agent_keys
 from ..tokens import service as tokens
 from ..web import SESSION_COOKIE
 from .credentials import API_KEY_PREFIX, digest
@@ -112,13 +112,30 @@ def bearer_scope(
 
 
 def agent_key_scope(db: Session, authorization: str | None) -> AgentScope:
-    """The agent whose key (`rawApiKey` from publish) this is; a user's key or access
-    token is refused: they speak for a person, and the memory store is the agent's."""
+    """The agent whose key (`rawApiKey` from publish) this is, its use noted; a user's key
+    or access token is refused: they speak for a person, and the memory store is the
+    agent's. A revoked key is refused with the command that gives the machine a new one."""
+    scope, key = _agent_and_key(db, authorization)
+    now = datetime.now(UTC)
+    if agent_keys.use_is_stale(key, now):
+        agent_keys.note_use(db, key.id, now)
+    return scope
+
+
+def _agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, AgentKey]:
     credential = _bearer(authorization, _SEND_AGENT_KEY)
+    found = agent_keys.presented(db, credential)
+    if found is not None:
+        agent, key = found
+        if key.revoked_at is not None:
+            raise Unauthorized(
+                f"this machine's key for the agent {agent.name!r} ({key.name!r}) was revoked "
+                "on the portal: run webagents publish in the agent's folder to give this "
+                "machine a new key",
+                code="agent_key_revoked",
+            )
+        return mint_agent(agent.id, agent.user_id, agent.name), key
     hashed = digest(credential)
-    agent = db.scalars(select(Agent).where(Agent.key_hash == hashed)).one_or_none()
-    if agent is not None:
-        return mint_agent(agent.id, agent.user_id, agent.name)
     if credential.startswith(API_KEY_PREFIX) and Directory(db).user_of_api_key(hashed):
         raise Unauthorized(
             "this is a user's API key, and the memory store needs an agent key: use the key "
@@ -160,7 +177,7 @@ def browser_account(request: Request, db: Db) -> AccountScope:
 
 def api_account(request: Request, db: Db) -> AccountScope:
     settings: PortalSettings = request.app.state.settings
-    issuer = tokens.issuer_of(settings, str(request.base_url))
+    issuer = tokens.issuer_of(settings)
     return bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
 
 
@@ -183,7 +200,10 @@ ReadDb = Annotated[Session, Depends(read_request_session, scope="function")]
 
 
 def api_agent_reading(request: Request, db: ReadDb) -> AgentScope:
-    return agent_key_scope(db, request.headers.get("authorization"))
+    """As api_agent, in a read-only transaction, and so without noting the key's use: that
+    write would make a read wait for writers (SQLite), which the read-only transaction is
+    there to avoid. Writes and Portal Connect note it (docs/several-machines.md)."""
+    return _agent_and_key(db, request.headers.get("authorization"))[0]
 
 
 ApiAgentReading = Annotated[AgentScope, Depends(api_agent_reading)]

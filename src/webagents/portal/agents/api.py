@@ -1,5 +1,6 @@
 """Agents over the API (SPEC P4): `GET/POST /api/agents`, `GET/PATCH/DELETE
-/api/agents/{id}`, for a user's API key or access token."""
+/api/agents/{id}`, and an agent's keys (`GET/POST /api/agents/{id}/keys`, `DELETE
+/api/agents/{id}/keys/{keyId}`), for a user's API key or access token."""
 
 from __future__ import annotations
 
@@ -9,8 +10,17 @@ from pydantic import BaseModel, ConfigDict
 from ..accounts.auth import ApiCaller, Db
 from ..settings import PortalSettings
 from ..tokens.service import issuer_of
-from . import service
-from .schemas import AgentCreated, AgentIn, AgentList, AgentPatch, OneAgent
+from . import keys, service
+from .schemas import (
+    AgentCreated,
+    AgentIn,
+    AgentList,
+    AgentPatch,
+    KeyIn,
+    KeyList,
+    KeyMade,
+    OneAgent,
+)
 
 router = APIRouter(prefix="/api/agents")
 
@@ -27,7 +37,7 @@ def agent_token(
 ) -> dict[str, object]:
     """A token to call an agent as this user (its `auth` skill verifies it)."""
     settings: PortalSettings = request.app.state.settings
-    issuer = issuer_of(settings, str(request.base_url))
+    issuer = issuer_of(settings)
     return service.agent_token(db, settings, scope, issuer, body.agent)
 
 
@@ -55,3 +65,22 @@ def update_agent(scope: ApiCaller, db: Db, agent_id: str, body: AgentPatch) -> O
 def delete_agent(scope: ApiCaller, db: Db, agent_id: str) -> dict[str, bool]:
     service.delete_agent(db, scope, agent_id)
     return {"deleted": True}
+
+
+# An agent's keys, one per machine: `webagents publish` on another machine adds one.
+
+
+@router.get("/{agent_id}/keys")
+def list_keys(scope: ApiCaller, db: Db, agent_id: str) -> KeyList:
+    return KeyList(keys=[keys.key_out(key) for key in keys.list_keys(db, scope, agent_id)])
+
+
+@router.post("/{agent_id}/keys", status_code=201)
+def add_key(scope: ApiCaller, db: Db, agent_id: str, body: KeyIn) -> KeyMade:
+    return keys.add_key(db, scope, agent_id, body.name)
+
+
+@router.delete("/{agent_id}/keys/{key_id}")
+def revoke_key(scope: ApiCaller, db: Db, agent_id: str, key_id: str) -> dict[str, bool]:
+    keys.revoke_key(db, scope, agent_id, key_id)
+    return {"revoked": True}

@@ -34,6 +34,8 @@ class AgentIn(BaseModel):
     model: str | None = Field(default=None, max_length=200)
     # Either shape of skills_field (a list or a mapping), checked there with its own message.
     skills: Any = Field(default_factory=list)
+    # The name of the first machine's key (publish sends the host name); default "first key".
+    keyName: str | None = Field(default=None, max_length=100)
 
 
 class AgentPatch(BaseModel):
@@ -72,3 +74,29 @@ class OneAgent(BaseModel):
 
 class AgentList(BaseModel):
     agents: list[AgentOut]
+
+
+class KeyIn(BaseModel):
+    """A new key for one more machine (`webagents publish` on it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, max_length=100)
+
+
+class KeyOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    prefix: str
+    createdAt: datetime
+    lastUsedAt: datetime | None
+    revokedAt: datetime | None
+
+
+class KeyMade(BaseModel):
+    key: KeyOut
+    rawApiKey: str
+
+
+class KeyList(BaseModel):
+    keys: list[KeyOut]

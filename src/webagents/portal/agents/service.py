@@ -1,5 +1,6 @@
-"""The rules of agents: names unique on the portal, a key made at creation and shown once,
-another account's agent answers 404."""
+"""The rules of agents: names unique on the portal (a name given up stays its owner's for a
+while: names.py), a first key made at creation and shown once (one more per machine:
+keys.py), another account's agent answers 404."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..accounts.credentials import digest, new_api_key
 from ..accounts.scope import AccountScope
 from ..db.tables import Agent
 from ..errors import BadInput, Conflict, NotFound
 from ..settings import PortalSettings
 from ..storable import check_storable
+from ..tokens import agent_keys
 from ..tokens import service as tokens
+from . import names
 from .access import tier_of
-from .repository import Agents, agent_named, name_taken
+from .repository import Agents, agent_named
 from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
 from .skills_field import check_skills
 
@@ -39,7 +41,8 @@ def agent_out(agent: Agent) -> AgentOut:
 
 def _taken(name: str) -> Conflict:
     return Conflict(
-        f"the agent name {name!r} is taken on this portal: set another name: in its AGENT.md",
+        f"the agent name {name!r} is taken on this portal (by another account's agent, or "
+        "kept for the account that gave it up lately): choose another name: in its AGENT.md",
         code="agent_name_taken",
     )
 
@@ -84,9 +87,8 @@ def _check_storable(given: AgentIn | AgentPatch) -> None:
 def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreated:
     name = check_agent_name(given.name)
     _check_storable(given)
-    if name_taken(db, name):
+    if not names.free_for(db, scope, name):
         raise _taken(name)
-    key = new_api_key()
     now = datetime.now(UTC)
     agent = Agent(
         name=name,
@@ -94,7 +96,6 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
         instructions=given.instructions,
         model=given.model,
         skills=check_skills(given.skills),
-        key_hash=digest(key),
         created_at=now,
         updated_at=now,
     )
@@ -103,7 +104,9 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
             Agents(db, scope).add(agent)
     except IntegrityError:
         raise _taken(name) from None
-    return AgentCreated(agent=agent_out(agent), rawApiKey=key)
+    names.taken_by_owner(db, scope, name)
+    made = agent_keys.make_key(db, agent, given.keyName)
+    return AgentCreated(agent=agent_out(agent), rawApiKey=made.raw)
 
 
 def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPatch) -> AgentOut:
@@ -121,8 +124,10 @@ def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPa
         changes["skills"] = check_skills(changes["skills"])
     if "name" in changes and changes["name"] != agent.name:
         name = check_agent_name(str(changes["name"]))
-        if name_taken(db, name):
+        if not names.free_for(db, scope, name):
             raise _taken(name)
+        names.retire(db, scope, agent.name)
+        names.taken_by_owner(db, scope, name)
     for field, value in changes.items():
         setattr(agent, _COLUMNS.get(field, field), value)
     agent.updated_at = datetime.now(UTC)
@@ -131,7 +136,9 @@ def update_agent(db: Session, scope: AccountScope, agent_id: str, patch: AgentPa
 
 
 def delete_agent(db: Session, scope: AccountScope, agent_id: str) -> None:
-    Agents(db, scope).remove(get_agent(db, scope, agent_id))
+    agent = get_agent(db, scope, agent_id)
+    names.retire(db, scope, agent.name)
+    Agents(db, scope).remove(agent)
 
 
 def agent_token(

@@ -22,7 +22,7 @@ def _settings(request: Request) -> PortalSettings:
 
 
 def _issuer(request: Request) -> str:
-    return tokens.issuer_of(_settings(request), str(request.base_url))
+    return tokens.issuer_of(_settings(request))
 
 
 @router.post("/device/code")

@@ -43,7 +43,7 @@ def cli_auth(
         target = service.callback_url(number, error="access_denied", state=state)
     else:
         settings: PortalSettings = request.app.state.settings
-        issuer = tokens.issuer_of(settings, str(request.base_url))
+        issuer = tokens.issuer_of(settings)
         target = service.approve_cli(db, settings, user, issuer, number, state, address_of(request))
     return RedirectResponse(target, status_code=303)
 

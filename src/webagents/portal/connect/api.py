@@ -56,7 +56,6 @@ async def agent_socket(websocket: WebSocket) -> None:
         await _refuse(websocket, exc)
         return
     settings: PortalSettings = websocket.app.state.settings
-    http_base = str(websocket.base_url).replace("ws", "http", 1)
     if await _held(relay, agent.agent_id) >= settings.max_connections_per_agent:
         await websocket.accept()
         await websocket.close(
@@ -73,7 +72,7 @@ async def agent_socket(websocket: WebSocket) -> None:
             protocol.hello(
                 agent.agent_id,
                 agent.agent_name,
-                public_url(issuer_of(settings, http_base), agent.agent_name),
+                public_url(issuer_of(settings), agent.agent_name),
                 connection.id,
             )
         )
@@ -104,7 +103,7 @@ async def _held(relay: Relay, agent_id: uuid.UUID) -> int:
 
 
 def _agent_of(sessions: sessionmaker[Session], authorization: str | None) -> AgentScope:
-    with sessions() as db:
+    with sessions.begin() as db:  # committed: the key's use is noted (its last use)
         return agent_key_scope(db, authorization)
 
 
@@ -172,7 +171,7 @@ def _cleared(request: Request, name: str, raw: bytes) -> tuple[service.Relayed, 
     assertion, in one short session."""
     settings: PortalSettings = request.app.state.settings
     sessions: sessionmaker[Session] = request.app.state.sessions
-    issuer = issuer_of(settings, str(request.base_url))
+    issuer = issuer_of(settings)
     with sessions.begin() as db:
         scope = bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
         body = _json_object(raw)

@@ -74,7 +74,7 @@ async def continue_chat(
     form = await request.form()
     check_csrf(request, str(form.get("csrf_token", "")))
     relay: Relay = request.app.state.relay
-    issuer = issuer_of(request.app.state.settings, str(request.base_url))
+    issuer = issuer_of(request.app.state.settings)
     message = str(form.get("message", ""))
     try:
         turn = await run_in_threadpool(

@@ -40,16 +40,38 @@ def alembic_config(connection: Connection | None = None) -> Config:
     return config
 
 
+def _sqlite_foreign_keys(connection: Connection, on: bool) -> None:
+    """SQLite's batch mode alters a table by copying it and dropping the old one; with
+    foreign keys on, that DROP first deletes every row that references the table with ON
+    DELETE CASCADE (an agent's keys, notes, chats), so migrations run with them off. The
+    PRAGMA is a no-op inside a transaction: it goes to the driver's connection (autocommit,
+    see engine.py) while the SQLAlchemy connection has none open."""
+    connection.connection.driver_connection.execute(  # type: ignore[union-attr]
+        f"PRAGMA foreign_keys = {'ON' if on else 'OFF'}"
+    )
+
+
 def upgrade(engine: Engine) -> None:
     """Bring the database to the newest schema; a no-op when it is there already."""
     with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
         if connection.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
             connection.commit()
+        if sqlite:
+            _sqlite_foreign_keys(connection, on=False)
         try:
             command.upgrade(alembic_config(connection), "head")
             connection.commit()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                connection.commit()
+                if broken:
+                    raise RuntimeError(f"the migrations left rows without their parent: {broken}")
         finally:
+            if sqlite:
+                connection.rollback()
+                _sqlite_foreign_keys(connection, on=True)
             if connection.dialect.name == "postgresql":
                 connection.execute(
                     text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK}

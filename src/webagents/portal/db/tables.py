@@ -218,7 +218,7 @@ class DeviceCode(Base):
 
 class Agent(Base):
     """An agent published by its owner (P4). Its name is unique on the portal (it names the
-    agent's public endpoint); its key (`rawApiKey`, shown once) is kept as its SHA-256."""
+    agent's public endpoint); its keys, one per machine, are in `agent_keys`."""
 
     __tablename__ = "agents"
 
@@ -231,11 +231,45 @@ class Agent(Base):
     instructions: Mapped[str] = mapped_column(Text, default="")
     model: Mapped[str | None] = mapped_column(String(200))
     skills: Mapped[list[Any] | dict[str, Any]] = mapped_column(JSON, default=list)
-    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     # Portal Connect: may users other than the owner call it at its public endpoint (P12).
     allow_others: Mapped[bool] = mapped_column(default=False)
+
+
+class AgentKey(Base):
+    """One machine's key for an agent (`rawApiKey`, shown once, kept as its SHA-256): the
+    first comes with the agent, and each profile that links the folder later (another
+    machine) gets its own, named after that machine, so that one can be revoked and the
+    others keep working. `last_used_at` is coarse (see tokens.agent_keys): a busy agent does
+    not write on every request."""
+
+    __tablename__ = "agent_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column()
+    revoked_at: Mapped[datetime | None] = mapped_column()
+
+
+class RetiredAgentName(Base):
+    """A name an agent gave up (renamed or deleted): reserved for its owner until
+    `reserved_until`, so that no other account takes it while callers still use the old
+    address (issue 21: calls to the old URL reached the new owner's agent)."""
+
+    __tablename__ = "retired_agent_names"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        Uuid, ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    reserved_until: Mapped[datetime] = mapped_column()
 
 
 # The memory store (SPEC P5, P6). Full-text search has a dialect-only part that the models do

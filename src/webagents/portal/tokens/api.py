@@ -51,7 +51,7 @@ def cli_token(request: Request, scope: ApiKeyCaller, db: Db) -> CliToken:
     issued = service.issue(
         db,
         settings,
-        issuer=service.issuer_of(settings, str(request.base_url)),
+        issuer=service.issuer_of(settings),
         subject=scope.user_id,
         username=scope.username,
         api_key_id=scope.api_key_id,

@@ -58,12 +58,18 @@ class IssuedTokens:
         )
         self._session.flush()
 
-    def is_live(self, jti: str) -> bool:
-        """Issued, not revoked, and (if it was given for an API key) its key not revoked."""
+    def is_live(self, jti: str, subject: str) -> bool:
+        """Issued to `subject` under this jti, not revoked, and (if it was given for an API
+        key) its key not revoked. The subject is part of the question: a token whose jti is
+        live but names another user is not the token that was issued."""
+        try:
+            user_id = uuid.UUID(subject)
+        except ValueError:
+            return False
         found = self._session.execute(
             select(IssuedToken.revoked_at, ApiKey.revoked_at)
             .outerjoin(ApiKey, ApiKey.id == IssuedToken.api_key_id)
-            .where(IssuedToken.jti == jti)
+            .where(IssuedToken.jti == jti, IssuedToken.user_id == user_id)
         ).first()
         return found is not None and found[0] is None and found[1] is None
 

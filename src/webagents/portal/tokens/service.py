@@ -20,6 +20,8 @@ from .repository import IssuedTokens, SigningKeys
 # The audience of tokens for the portal's own API (tokens for an agent name the agent).
 PORTAL_AUDIENCE = "webagents-portal"
 JWKS_MAX_AGE = 300
+# The issuer of a portal made without a public address: the one clients use by default.
+LOCAL_ISSUER = "http://127.0.0.1:8700"
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,12 @@ class AccessToken:
     claims: dict[str, Any]
 
 
-def issuer_of(settings: PortalSettings, base_url: str) -> str:
-    return (settings.public_url or base_url).rstrip("/")
+def issuer_of(settings: PortalSettings) -> str:
+    """The tokens' issuer: the configured public address, never one a request names (a Host
+    header chose it before, so a client could have tokens issued in another portal's name).
+    `portal serve` always configures one (its bound address when --public-url is not
+    given, said at start); an app made in code without one uses LOCAL_ISSUER."""
+    return (settings.public_url or LOCAL_ISSUER).rstrip("/")
 
 
 def ensure_signing_key(db: Session) -> None:
@@ -136,7 +142,7 @@ def verify(
         ) from None
     except jwt.PyJWTError as exc:
         raise Unauthorized(f"{refused} ({exc})") from None
-    if not IssuedTokens(db).is_live(str(claims.get("jti", ""))):
+    if not IssuedTokens(db).is_live(str(claims.get("jti", "")), str(claims.get("sub", ""))):
         raise Unauthorized(
             "this sign-in was ended (webagents logout, or its API key was revoked): "
             "run webagents login",

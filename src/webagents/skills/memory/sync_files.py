@@ -123,9 +123,10 @@ def portal_link(folder: Path, profile: str | None) -> PortalLink:
             key = path.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
             raise ConfigError(
-                f"memory: portal: true needs the agent's key, kept in {path} by webagents "
-                f"publish on the machine that published it: publish it from this profile, or set "
-                f"{AGENT_TOKEN_ENV}"
+                f"memory: portal: true needs this machine's key for the agent ({path}, none "
+                "yet): run webagents publish in the agent's folder (on another machine than "
+                "the first it links the same agent and gives this machine its own key), or "
+                f"set {AGENT_TOKEN_ENV}"
             ) from None
     remembered = link.get("portal") if isinstance(link.get("portal"), str) else None
     if remembered is None:

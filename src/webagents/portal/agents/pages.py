@@ -1,0 +1,45 @@
+"""The agent's page: what it is, where its chats and memory are, and its keys, one per
+machine, each with when it was last used and a form to revoke it (P4).
+
+Signed-in browsers only (others go to the sign-in page); another account's agent is the 404
+page; every form carries the CSRF token, checked before anything is looked up.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from ..accounts.auth import Db, SignedIn
+from ..tokens.agent_keys import USE_PRECISION
+from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
+from . import keys
+from .service import get_agent
+
+router = APIRouter(dependencies=[FormSecrets])
+
+Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
+
+
+@router.get("/agents/{agent_id}", response_class=HTMLResponse)
+def agent_page(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
+    agent = get_agent(db, user, agent_id)
+    return render(
+        request,
+        "agent.html",
+        user=user,
+        agent=agent,
+        keys=keys.list_keys(db, user, agent_id),
+        precision_minutes=int(USE_PRECISION.total_seconds() // 60),
+    )
+
+
+@router.post("/agents/{agent_id}/keys/{key_id}/revoke")
+def revoke_key(
+    request: Request, user: SignedIn, db: Db, agent_id: str, key_id: str, csrf: Csrf = ""
+) -> Response:
+    check_csrf(request, csrf)
+    keys.revoke_key(db, user, agent_id, key_id)
+    return RedirectResponse(f"/agents/{agent_id}", status_code=303)
