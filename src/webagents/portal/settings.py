@@ -7,7 +7,7 @@ SQLite file under the profile's `~/.webagents/portal/` (folder 0700, file 0600).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from .._files import ensure_private_dir, ensure_private_file
 from ..errors import ConfigError
 from ..home import webagents_home
+from .db.gate import GateLimits
 
 DATABASE_ENV = "WEBAGENTS_PORTAL_DATABASE_URL"
 DEFAULT_PORT = 8700
@@ -55,6 +56,9 @@ class PortalSettings:
     max_body_bytes: int = 10 * 1024 * 1024
     # Portal Connect: how many WebSockets one agent may hold open at once (all processes).
     max_connections_per_agent: int = 16
+    # How many requests work on the database at once (the pool holds as many connections),
+    # how many more may wait for a turn and for how long; beyond, 503 (db/gate.py).
+    db_gate: GateLimits = field(default_factory=GateLimits)
 
     @property
     def url(self) -> URL:
