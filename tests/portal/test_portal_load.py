@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -204,11 +205,12 @@ def test_p_a_low_database_bound_answers_503_with_retry_after_at_once(
                 )
                 writer.start()
                 refused = None
-                for _ in range(400):  # until the held put has the one slot (a bounded poll)
+                for _ in range(1200):  # until the held put has the one slot (a bounded poll)
                     answer = http.get("/api/users/me", headers=me)
                     if answer.status_code != 200:
                         refused = answer
                         break
+                    time.sleep(0.05)
                 assert refused is not None, "the held put never took the database's one slot"
             writer.join(timeout=120)
             assert (refused.status_code, refused.headers.get("retry-after"), refused.json()) == (

@@ -133,7 +133,7 @@ def create_app(
 
     @app.exception_handler(PortalError)
     async def _portal_error(request: Request, exc: PortalError) -> Response:
-        retry = gate.RETRY_AFTER_SECONDS if isinstance(exc, gate.Busy) else None
+        retry = exc.retry_after if isinstance(exc, gate.Busy) else None
         return _answer(
             request,
             exc.status,
@@ -218,10 +218,16 @@ class _Refusing:
         if refusal is None:
             await self.app(scope, receive, send)
             return
+        # The body read first (BodyLimit caps it): answered with its body unread, the
+        # connection could not carry the client's next request, and a client sending it at
+        # that moment would see the connection dropped.
+        message: Message = {"type": "http.request", "more_body": True}
+        while message.get("more_body", False) and message["type"] != "http.disconnect":
+            message = await receive()
         answer = JSONResponse(
             error_body(refusal.message, error_type(refusal.status), refusal.code),
             status_code=refusal.status,
-            headers={"Retry-After": str(gate.RETRY_AFTER_SECONDS)},
+            headers={"Retry-After": str(refusal.retry_after)},
         )
         await answer(scope, receive, send)
 

@@ -18,6 +18,8 @@ thread, while waiting here costs nothing and keeps arrival order.
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -25,18 +27,21 @@ from dataclasses import dataclass
 
 from ..errors import PortalError
 
-# Seconds a 503 for a full queue asks the client to wait before it tries again: the queue of
-# a busy portal drains in well under a second, so a second later it likely has room.
-RETRY_AFTER_SECONDS = 1
+# The most seconds a refusal asks a client to wait before it tries again (see retry_after).
+MAX_RETRY_AFTER_SECONDS = 10
 # The weight of the latest gap between finished requests in their running average.
 GAP_WEIGHT = 0.1
 
 
 class Busy(PortalError):
-    """Too many requests wait for the database: try again in RETRY_AFTER_SECONDS."""
+    """Too many requests wait for the database: try again in `retry_after` seconds."""
 
     status = 503
     code = "server_busy"
+
+    def __init__(self, why: str, retry_after: int) -> None:
+        super().__init__(f"the portal is busy: {why}; try again in {retry_after} s")
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,10 @@ class DatabaseGate:
         # ones): the time a newcomer would wait is about that times the queue before it.
         self._gap = 0.0
         self._finished_at: float | None = None
+        # Refusals in this second and in the one before (see retry_after).
+        self._second = 0
+        self._refused_now = 0
+        self._refused_before = 0
 
     def busy(self) -> Busy | None:
         """The refusal a request arriving now gets at once, or None if it may go on: it
@@ -71,17 +80,32 @@ class DatabaseGate:
 
     def _refusal(self) -> Busy | None:
         if self._waiting >= self.limits.waiting:
-            return Busy(
-                f"the portal is busy: {self._waiting} requests already wait for the database; "
-                f"try again in {RETRY_AFTER_SECONDS} s"
+            why = f"{self._waiting} requests already wait for the database"
+        elif (self._waiting + 1) * self._gap > self.limits.wait_seconds:
+            why = (
+                f"{self._waiting} requests already wait for the database, longer than "
+                f"{self.limits.wait_seconds:g} s"
             )
-        if (self._waiting + 1) * self._gap > self.limits.wait_seconds:
-            return Busy(
-                f"the portal is busy: {self._waiting} requests already wait for the database, "
-                f"longer than {self.limits.wait_seconds:g} s; try again in "
-                f"{RETRY_AFTER_SECONDS} s"
-            )
-        return None
+        else:
+            return None
+        return Busy(why, self.retry_after())
+
+    def retry_after(self) -> int:
+        """Seconds a refused client is asked to wait: about as long as the portal takes to
+        serve as many requests as it refused in the last second, the clients spread over
+        that time at random. Were they all told one second, they would all come back in the
+        same moment, most to be refused again, and the refusals would take the time the
+        admitted requests need."""
+        second = int(time.monotonic())
+        if second != self._second:
+            recent = second == self._second + 1
+            self._refused_before = self._refused_now if recent else 0
+            self._refused_now = 0
+            self._second = second
+        self._refused_now += 1
+        crowd = max(self._refused_now, self._refused_before)
+        spread = min(MAX_RETRY_AFTER_SECONDS, max(1, math.ceil(crowd * self._gap)))
+        return random.randint(1, spread)
 
     @asynccontextmanager
     async def enter(self, *, writes: bool) -> AsyncIterator[None]:
@@ -113,8 +137,8 @@ class DatabaseGate:
                     await held.enter_async_context(turn)
         except TimeoutError:
             raise Busy(
-                f"the portal is busy: no request finished with the database within "
-                f"{self.limits.wait_seconds:g} s; try again in {RETRY_AFTER_SECONDS} s"
+                f"no request finished with the database within {self.limits.wait_seconds:g} s",
+                self.retry_after(),
             ) from None
         finally:
             self._waiting -= 1
