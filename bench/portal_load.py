@@ -159,7 +159,11 @@ class Client:
             base_url=target.url,
             timeout=60,
             verify=tls,  # made once: making one per client takes longer than a level
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            # An idle connection dropped before the portal's keep-alive timeout (5 s) ends
+            # it, as clients do: reusing one as the server closes it is a client's race.
+            limits=httpx.Limits(
+                max_connections=1, max_keepalive_connections=1, keepalive_expiry=4.0
+            ),
         )
 
     def request(self, kind: str) -> tuple[str, str, dict[str, object]]:

@@ -18,7 +18,6 @@ thread, while waiting here costs nothing and keeps arrival order.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import time
 from collections.abc import AsyncIterator
@@ -65,10 +64,12 @@ class DatabaseGate:
         # ones): the time a newcomer would wait is about that times the queue before it.
         self._gap = 0.0
         self._finished_at: float | None = None
-        # Refusals in this second and in the one before (see retry_after).
+        # What a refused client is asked to wait, at most (see retry_after), and the
+        # refusals and finished requests of this second, which set it for the next.
+        self._spread = 1
         self._second = 0
-        self._refused_now = 0
-        self._refused_before = 0
+        self._refused = 0
+        self._served = 0
 
     def busy(self) -> Busy | None:
         """The refusal a request arriving now gets at once, or None if it may go on: it
@@ -91,21 +92,26 @@ class DatabaseGate:
         return Busy(why, self.retry_after())
 
     def retry_after(self) -> int:
-        """Seconds a refused client is asked to wait: about as long as the portal takes to
-        serve as many requests as it refused in the last second, the clients spread over
-        that time at random. Were they all told one second, they would all come back in the
-        same moment, most to be refused again, and the refusals would take the time the
-        admitted requests need."""
+        """Seconds a refused client is asked to wait, at random up to a spread that doubles
+        each second in which the portal refused more requests than it served, and shrinks by
+        one each second it refused fewer than a quarter. Were refused clients all told one
+        second, they would all come back in the same moment, most to be refused again, and
+        the refusals would take the time the admitted requests need."""
+        self._count_second()
+        self._refused += 1
+        return random.randint(1, self._spread)
+
+    def _count_second(self) -> None:
         second = int(time.monotonic())
-        if second != self._second:
-            recent = second == self._second + 1
-            self._refused_before = self._refused_now if recent else 0
-            self._refused_now = 0
-            self._second = second
-        self._refused_now += 1
-        crowd = max(self._refused_now, self._refused_before)
-        spread = min(MAX_RETRY_AFTER_SECONDS, max(1, math.ceil(crowd * self._gap)))
-        return random.randint(1, spread)
+        if second == self._second:
+            return
+        if second != self._second + 1:
+            self._spread = 1  # a second or more with nothing refused nor served: no crowd
+        elif self._refused > self._served:
+            self._spread = min(MAX_RETRY_AFTER_SECONDS, self._spread * 2)
+        elif self._refused * 4 < self._served:
+            self._spread = max(1, self._spread - 1)
+        self._second, self._refused, self._served = second, 0, 0
 
     @asynccontextmanager
     async def enter(self, *, writes: bool) -> AsyncIterator[None]:
@@ -144,6 +150,8 @@ class DatabaseGate:
             self._waiting -= 1
 
     def _finished(self) -> None:
+        self._count_second()
+        self._served += 1
         now = time.monotonic()
         if self._waiting and self._finished_at is not None:
             self._gap += (now - self._finished_at - self._gap) * GAP_WEIGHT
