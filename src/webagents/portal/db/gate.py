@@ -7,8 +7,10 @@ write lock waited for a free thread to commit in, so all of them failed with "da
 locked". Here a request takes a slot before its session opens and gives it back after its
 commit: at most `slots` work at once, as many as the pool holds connections, so a request
 that got a slot never waits for a connection nor for a thread. The rest wait in the event
-loop, in order, for a slot; past `waiting` of them, or after `wait_seconds`, a request is
-answered 503 with Retry-After at once, which a client can act on, instead of piling up.
+loop, in order, for a slot; past `waiting` of them, or where the wait it would have (the
+queue before it times the recent gap between finished requests) is longer than
+`wait_seconds`, a request is answered 503 with Retry-After at once, which a client can act
+on, instead of piling up (and one still waiting after `wait_seconds` is answered so then).
 
 On SQLite the writers also take turns here, one at a time: they would anyway (one write lock
 per database), but waiting in SQLite's busy handler sleeps in growing steps and holds a
