@@ -33,6 +33,7 @@ import platform
 import random
 import re
 import resource
+import signal
 import ssl
 import statistics
 import subprocess
@@ -159,10 +160,12 @@ class Client:
             base_url=target.url,
             timeout=60,
             verify=tls,  # made once: making one per client takes longer than a level
-            # An idle connection dropped before the portal's keep-alive timeout (5 s) ends
-            # it, as clients do: reusing one as the server closes it is a client's race.
+            # A connection idle for a second (a client waiting out a Retry-After) is not
+            # reused: the portal ends idle ones after 5 s by its own clock, and on this
+            # loaded machine a client's wait and its answer's delivery may add up to that,
+            # so that the client sends as the server closes (a client's race, not a drop).
             limits=httpx.Limits(
-                max_connections=1, max_keepalive_connections=1, keepalive_expiry=4.0
+                max_connections=1, max_keepalive_connections=1, keepalive_expiry=1.0
             ),
         )
 
@@ -312,6 +315,8 @@ def main() -> None:
     parser.add_argument("--databases", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("portal_args", nargs="*", help="more `portal serve` options, after --")
     args = parser.parse_args()
+    # Stopped by a signal, it still stops its portal and its PostgreSQL cluster (finally).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     if files < max(args.clients) + 64:
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(args.clients) + 256,) * 2)
