@@ -6,6 +6,7 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.e2e.conftest import child_env, webagents_command
@@ -31,9 +32,10 @@ def portal(
 class Child:
     """A running `webagents ...` whose output (stdout and stderr) is read as it comes."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, wrapper: Sequence[str] = ()) -> None:
+        """`wrapper`: a command that runs the rest of the command line (as `env` does)."""
         self.popen = subprocess.Popen(
-            [webagents_command(), *args],
+            [*wrapper, webagents_command(), *args],
             env=child_env(tmp_path),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -92,11 +94,13 @@ class Child:
 class Served(Child):
     """A running `webagents portal serve` on a free port; `url` is where."""
 
-    def __init__(self, tmp_path: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, *args: str, wrapper: Sequence[str] = ()) -> None:
         # No embedding model unless a test asks for one: most tests need none, and loading
         # one in every portal process would only cost time.
         chosen = () if "--embeddings" in args else ("--embeddings", "none")
-        super().__init__(tmp_path, "portal", "serve", "--port", "0", *chosen, *args)
+        super().__init__(
+            tmp_path, "portal", "serve", "--port", "0", *chosen, *args, wrapper=wrapper
+        )
         try:
             self.url = self.wait_for(_SERVING.pattern).group(1)
         except AssertionError:

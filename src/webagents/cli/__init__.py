@@ -17,6 +17,7 @@ import click
 
 from ..errors import AgentFileError, ConfigError, WebAgentsError
 from ..home import validate_profile
+from .connection_options import connection_options
 
 
 class _DefaultToChat(click.Group):
@@ -159,35 +160,7 @@ def _server_options(fn: Any) -> Any:
         type=click.IntRange(1, 1024),
         help="Largest request body accepted, in MiB.",
     )(fn)
-    fn = click.option(
-        "--max-connections",
-        default=1000,
-        show_default=True,
-        type=click.IntRange(1),
-        help="Most connections open at once (fewer if the file limit, ulimit -n, needs it); "
-        "beyond it the longest-idle one is closed, or 503 if all are busy.",
-    )(fn)
-    fn = click.option(
-        "--header-timeout",
-        default=10,
-        show_default=True,
-        type=click.IntRange(1, 3600),
-        help="Seconds a connection has to send a whole request head before it is closed.",
-    )(fn)
-    fn = click.option(
-        "--body-timeout",
-        default=30,
-        show_default=True,
-        type=click.IntRange(1, 3600),
-        help="Seconds a request's body may take to arrive, from its head; later is a 408.",
-    )(fn)
-    fn = click.option(
-        "--keep-alive-timeout",
-        default=5,
-        show_default=True,
-        type=click.IntRange(1, 3600),
-        help="Seconds an idle connection is kept open after a response.",
-    )(fn)
+    fn = connection_options(fn)
     fn = click.option(
         "--connect/--no-connect",
         default=None,

@@ -13,8 +13,13 @@ from typing import Any
 import click
 
 from ..errors import ConfigError
+from ..portal.db.gate import GateLimits
 from . import current_profile, profile_option, run_or_exit
+from .connection_options import connection_options
 from .memory_quotas import memory_quota_options, memory_quotas
+
+# The database gate's defaults, for the options' (asyncio alone: no extra package needed).
+_GATE = GateLimits()
 
 
 def _database_option(fn: Any) -> Any:
@@ -113,33 +118,29 @@ def portal() -> None:
     "address an hour), whoever holds an invitation from 'webagents portal invite' (invite), "
     "or nobody (closed: add users with 'webagents portal adduser').",
 )
+@click.option(
+    "--max-db-requests",
+    default=_GATE.slots,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Requests working on the database at once (the connections it is given); the "
+    "rest wait their turn.",
+)
+@click.option(
+    "--max-db-waiting",
+    default=_GATE.waiting,
+    show_default=True,
+    type=click.IntRange(0),
+    help=f"Requests waiting for the database at once (each {_GATE.wait_seconds:g} s at "
+    "most); more are answered 503 with Retry-After.",
+)
 @memory_quota_options
+@connection_options
 @_database_option
 @click.pass_context
-def serve(
-    ctx: click.Context,
-    host: str,
-    port: int,
-    public_url: str | None,
-    forwarded_allow_ips: str,
-    embeddings: str,
-    sign_up: str,
-    database: str | None,
-    profile: str | None,
-) -> None:
+def serve(ctx: click.Context, /, **options: Any) -> None:
     """Serve the portal; its database is migrated first."""
-    _run(
-        _serve,
-        ctx,
-        host,
-        port,
-        public_url,
-        forwarded_allow_ips,
-        embeddings,
-        sign_up,
-        database,
-        profile,
-    )
+    _run(_serve, ctx, options)
 
 
 def _embedder(choice: str) -> Any:
@@ -186,33 +187,30 @@ def _local_address(address: str, shown: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
-def _serve(
-    ctx: click.Context,
-    host: str,
-    port: int,
-    public_url: str | None,
-    forwarded_allow_ips: str,
-    embeddings: str,
-    sign_up: str,
-    database: str | None,
-    profile: str | None,
-) -> None:
+def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
     from dataclasses import replace
-
-    import uvicorn
 
     from ..portal.admin import open_database
     from ..portal.app import create_app
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
     from ..portal.settings import check_public_url, check_sign_up
-    from .serve import bind
+    from ..server.connections import ConnectionLimits
+    from .serve import bind, connection_guard, serve_guarded
 
+    host, port, embeddings = options["host"], options["port"], options["embeddings"]
     settings = replace(
-        _settings(ctx, database, profile),
-        public_url=check_public_url(public_url),
+        _settings(ctx, options["database"], options["profile"]),
+        public_url=check_public_url(options["public_url"]),
         embeddings=embeddings,
-        sign_up=check_sign_up(sign_up),
+        sign_up=check_sign_up(options["sign_up"]),
         memory_quotas=memory_quotas(ctx),
+        db_gate=replace(_GATE, slots=options["max_db_requests"], waiting=options["max_db_waiting"]),
+    )
+    limits = ConnectionLimits(
+        max_connections=options["max_connections"],
+        header_timeout=options["header_timeout"],
+        body_timeout=options["body_timeout"],
+        keep_alive_timeout=options["keep_alive_timeout"],
     )
     embedder = _embedder(embeddings)
     engine = open_database(settings)
@@ -231,27 +229,32 @@ def _serve(
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
     click.echo(_shown_embeddings(embeddings, embedder))
     click.echo(f"  sign-up: {_SIGN_UP_SHOWN[settings.sign_up]}")
-    click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
-    proxies = forwarded_allow_ips.strip()
-    # uvicorn would believe X-Forwarded-* from 127.0.0.1 (or $FORWARDED_ALLOW_IPS) unasked:
-    # only the proxies the operator names are believed.
-    app = create_app(settings, engine=engine, embedder=embedder)
-    config = uvicorn.Config(
-        app,
-        log_level="info",
-        timeout_graceful_shutdown=10,
-        ws="websockets-sansio",  # Portal Connect's /ws (websockets' maintained implementation)
-        ws_max_size=MAX_MESSAGE_BYTES,
-        proxy_headers=bool(proxies),
-        forwarded_allow_ips=proxies or None,
+    gate = settings.db_gate
+    click.echo(
+        f"  database requests: {gate.slots} at once, {gate.waiting} more waiting "
+        f"({gate.wait_seconds:g} s at most); beyond, 503 with Retry-After"
     )
+    guard = connection_guard(limits)
+    click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
+    proxies = options["forwarded_allow_ips"].strip()
+    app = create_app(settings, engine=engine, embedder=embedder)
     # Memory retention (P6): every process sweeps; sweeps of one agent take turns in the
     # database, so any number of processes may.
     from ..portal.memory.retention import Sweeper
 
     sweeper = Sweeper(app.state.sessions).start()
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        serve_guarded(
+            app,
+            sock,
+            guard,
+            ws="websockets-sansio",  # Portal Connect's /ws (websockets' maintained version)
+            ws_max_size=MAX_MESSAGE_BYTES,
+            # uvicorn would believe X-Forwarded-* from 127.0.0.1 (or $FORWARDED_ALLOW_IPS)
+            # unasked: only the proxies the operator names are believed.
+            proxy_headers=bool(proxies),
+            forwarded_allow_ips=proxies or None,
+        )
     finally:
         sweeper.stop()
 

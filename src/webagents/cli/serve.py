@@ -7,9 +7,11 @@ import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import uvicorn
+from starlette.types import ASGIApp
 
 from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
@@ -66,10 +68,24 @@ def connection_guard(limits: ConnectionLimits) -> ConnectionGuard:
         f"{limits.header_timeout:g} s, its body within {limits.body_timeout:g} s more; idle "
         f"ones closed after {limits.keep_alive_timeout} s"
     )
-    # Each busy connection's request holds at most one connection to the model at a time;
-    # the cap left a descriptor for each, which the model clients must not exceed.
-    OpenAIModel.max_connections = cap
     return ConnectionGuard(limits, cap)
+
+
+def serve_guarded(
+    app: ASGIApp, sock: socket.socket, guard: ConnectionGuard, **options: Any
+) -> None:
+    """Serve `app` through uvicorn on `sock` within `guard`'s bounds (`options`: uvicorn's
+    others). Every server of the project (serve, daemon, portal serve) runs through here."""
+    logging.getLogger("asyncio").addFilter(AcceptErrors(file_limit()))
+    config = uvicorn.Config(
+        app,
+        http=guard.protocol(),
+        timeout_keep_alive=guard.limits.keep_alive_timeout,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+        **options,
+    )
+    uvicorn.Server(config).run(sockets=[guard.listen_on(sock)])
 
 
 def run_server(
@@ -81,7 +97,6 @@ def run_server(
     connector: Connector | None = None,
 ) -> None:
     logging.getLogger("webagents").setLevel(logging.INFO)
-    logging.getLogger("asyncio").addFilter(AcceptErrors(file_limit()))
     address, port = sock.getsockname()[:2]
     shown = f"[{address}]" if ":" in address else address
     targets = connector.targets() if connector is not None else []
@@ -96,20 +111,17 @@ def run_server(
                 "(--no-connect serves locally only)"
             )
     guard = connection_guard(limits)
+    # Each busy connection's request holds at most one connection to the model at a time;
+    # the cap left a descriptor for each, which the model clients must not exceed.
+    OpenAIModel.max_connections = guard.cap
     click.echo(f"webagents: serving at http://{shown}:{port}/v1 (Ctrl-C stops)", nl=True)
-    config = uvicorn.Config(
-        create_app(
-            host,
-            max_body_bytes=max_body_bytes,
-            connect=connector.run if connector is not None else None,
-        ),
-        http=guard.protocol(),
-        ws="none",  # the app has no WebSocket endpoint: Upgrade headers are ignored
-        timeout_keep_alive=limits.keep_alive_timeout,
-        log_level="info",
-        timeout_graceful_shutdown=10,
+    app = create_app(
+        host,
+        max_body_bytes=max_body_bytes,
+        connect=connector.run if connector is not None else None,
     )
-    uvicorn.Server(config).run(sockets=[guard.listen_on(sock)])
+    # The app has no WebSocket endpoint: Upgrade headers are ignored.
+    serve_guarded(app, sock, guard, ws="none")
 
 
 def agent_host(path: Path, model: Model | None, profile: str | None) -> tuple[AgentHost, str]:

@@ -14,11 +14,12 @@ from http import HTTPStatus
 from typing import cast
 from urllib.parse import quote
 
+import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlalchemy import Engine
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import MutableHeaders, State
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -38,6 +39,7 @@ from .cli_login import pages as cli_login_pages
 from .connect import api as connect_api
 from .connect import pages as connect_pages
 from .connect.relay import Relay
+from .db import gate, outage
 from .db.engine import make_engine, make_sessions
 from .embeddings import Embedder, make_embedder
 from .errors import PortalError
@@ -53,6 +55,8 @@ log = logging.getLogger("webagents.portal")
 
 
 _FROM_SETTINGS: object = object()
+# Threads beyond the database gate's slots, for the sync work that holds no slot.
+SPARE_THREADS = 16
 
 
 def create_app(
@@ -73,6 +77,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # A request holding a gate's slot must always find a thread for its sync parts (a
+        # dependency, the endpoint), or it holds its connection, and on SQLite the write
+        # lock, while it waits for one: the pool of threads outnumbers the slots.
+        threads = anyio.to_thread.current_default_thread_limiter()
+        threads.total_tokens = max(threads.total_tokens, settings.db_gate.slots + SPARE_THREADS)
         worker = None
         if chosen is not None and embedding_worker:
             worker = EmbeddingWorker(app.state.sessions, chosen)
@@ -95,6 +104,8 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine if engine is not None else make_engine(settings)
     app.state.sessions = make_sessions(app.state.engine)
+    app.state.gate = gate.DatabaseGate(settings.db_gate, one_writer=settings.is_sqlite)
+    app.state.outage = outage.Outage()
     app.state.embedder = chosen
     app.state.embedding_worker = None
     app.state.relay = Relay(app.state.sessions, settings)
@@ -114,6 +125,7 @@ def create_app(
     app.include_router(memory_pages.router)
     app.include_router(memory_forget_pages.router)
 
+    app.add_middleware(_Refusing)
     app.add_middleware(_Headers)
 
     # Outermost (added last): a body over the cap is refused before a route parses it.
@@ -125,9 +137,29 @@ def create_app(
 
     @app.exception_handler(PortalError)
     async def _portal_error(request: Request, exc: PortalError) -> Response:
+        retry = exc.retry_after if isinstance(exc, gate.Busy) else None
         return _answer(
-            request, exc.status, exc.message, exc.code, sign_in=isinstance(exc, SignInRequired)
+            request,
+            exc.status,
+            exc.message,
+            exc.code,
+            sign_in=isinstance(exc, SignInRequired),
+            retry_after=retry,
         )
+
+    async def _unavailable(request: Request, exc: Exception) -> Response:
+        app.state.outage.began(exc)
+        return _answer(
+            request,
+            503,
+            "the portal's database is unavailable right now, so nothing was done; try again "
+            f"in {outage.RETRY_AFTER_SECONDS} s",
+            "database_unavailable",
+            retry_after=outage.RETRY_AFTER_SECONDS,
+        )
+
+    for failure in outage.UNAVAILABLE:
+        app.add_exception_handler(failure, _unavailable)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -172,6 +204,38 @@ class _Headers:
         await self.app(scope, receive, sending)
 
 
+class _Refusing:
+    """An API request that the database gate would refuse at once is refused before the app
+    parses it: under a flood of clients the refusals must cost next to nothing, or they take
+    the time the admitted requests need. Pages are refused by the gate itself, on a page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"] if scope["type"] == "http" else ""
+        if not _is_api_path(path) or path == "/health":
+            await self.app(scope, receive, send)
+            return
+        state: State = scope["app"].state
+        refusal = cast("gate.DatabaseGate", state.gate).busy()
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        # The body read first (BodyLimit caps it): answered with its body unread, the
+        # connection could not carry the client's next request, and a client sending it at
+        # that moment would see the connection dropped.
+        message: Message = {"type": "http.request", "more_body": True}
+        while message.get("more_body", False) and message["type"] != "http.disconnect":
+            message = await receive()
+        answer = JSONResponse(
+            error_body(refusal.message, error_type(refusal.status), refusal.code),
+            status_code=refusal.status,
+            headers={"Retry-After": str(refusal.retry_after)},
+        )
+        await answer(scope, receive, send)
+
+
 def _is_api(request: Request) -> bool:
     return _is_api_path(request.url.path)
 
@@ -183,10 +247,18 @@ def _is_api_path(path: str) -> bool:
 
 
 def _answer(
-    request: Request, status: int, message: str, code: str | None, *, sign_in: bool = False
+    request: Request,
+    status: int,
+    message: str,
+    code: str | None,
+    *,
+    sign_in: bool = False,
+    retry_after: int | None = None,
 ) -> Response:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
     if _is_api(request):
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if status == 401:
+            headers["WWW-Authenticate"] = "Bearer"
         return JSONResponse(
             error_body(message, error_type(status), code), status_code=status, headers=headers
         )
@@ -194,4 +266,6 @@ def _answer(
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303)
     title = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
-    return render(request, "error.html", status=status, error=message, title=title)
+    page = render(request, "error.html", status=status, error=message, title=title)
+    page.headers.update(headers)
+    return page

@@ -7,7 +7,7 @@ SQLite file under the profile's `~/.webagents/portal/` (folder 0700, file 0600).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError
 from .._files import ensure_private_dir, ensure_private_file
 from ..errors import ConfigError
 from ..home import webagents_home
+from .db.gate import GateLimits
 from .memory.quotas import DEFAULT_QUOTAS, MemoryQuotas
 
 DATABASE_ENV = "WEBAGENTS_PORTAL_DATABASE_URL"
@@ -65,6 +66,9 @@ class PortalSettings:
     max_connections_per_agent: int = 16
     # The memory store's quotas (`portal serve --memory-...`): entries, bytes, versions.
     memory_quotas: MemoryQuotas = DEFAULT_QUOTAS
+    # How many requests work on the database at once (the pool holds as many connections),
+    # how many more may wait for a turn and for how long; beyond, 503 (db/gate.py).
+    db_gate: GateLimits = field(default_factory=GateLimits)
 
     @property
     def url(self) -> URL:

@@ -9,27 +9,44 @@ reads may say so (`read_only(session)`): it begins a deferred transaction, which
 reads a snapshot without taking the write lock, so it never waits for writers or holds them.
 Foreign keys are switched on, and the WAL journal lets readers outside transactions work
 beside the writer.
+
+A request's session is opened only once the request holds a slot of the database gate
+(gate.py), and the pool holds a connection for every slot, so no request waits for one; the
+few beyond them are for what works outside requests (the embedding worker, retention,
+Portal Connect's directory). A database that fails is reported by outage.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Request
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..settings import PortalSettings
+from .gate import DatabaseGate
+from .outage import Outage
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _READ_ONLY = "webagents_read_only"
+# Connections beyond the gate's slots, for the database work done outside requests.
+POOL_RESERVE = 8
+# How long that work waits for a connection before it fails (a request never waits: see
+# above); a failure here is a 503 too, never a wait of half a minute.
+POOL_TIMEOUT_SECONDS = 5.0
 
 
 def make_engine(settings: PortalSettings) -> Engine:
+    pool = {
+        "pool_size": settings.db_gate.slots,
+        "max_overflow": POOL_RESERVE,
+        "pool_timeout": POOL_TIMEOUT_SECONDS,
+    }
     if not settings.is_sqlite:
-        return create_engine(settings.database_url, pool_pre_ping=True)
-    engine = create_engine(settings.database_url, connect_args={"check_same_thread": False})
+        return create_engine(settings.database_url, pool_pre_ping=True, **pool)
+    engine = create_engine(settings.database_url, connect_args={"check_same_thread": False}, **pool)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
@@ -67,7 +84,21 @@ def make_sessions(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def request_session(request: Request) -> Iterator[Session]:
+async def _writing_slot(request: Request) -> AsyncIterator[None]:
+    gate: DatabaseGate = request.app.state.gate
+    async with gate.enter(writes=True):
+        yield
+
+
+async def _reading_slot(request: Request) -> AsyncIterator[None]:
+    gate: DatabaseGate = request.app.state.gate
+    async with gate.enter(writes=False):
+        yield
+
+
+def request_session(
+    request: Request, _slot: Annotated[None, Depends(_writing_slot, scope="function")]
+) -> Iterator[Session]:
     """The request's one transaction: committed when the endpoint returns, rolled back when
     it raises (a refusal included). Services flush, never commit.
 
@@ -80,10 +111,20 @@ def request_session(request: Request) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+        used = session.in_transaction()  # whether the database was asked anything
         session.commit()
+    if used:
+        _answered(request)
 
 
-def read_request_session(request: Request) -> Iterator[Session]:
+def _answered(request: Request) -> None:
+    outage: Outage = request.app.state.outage
+    outage.ended()
+
+
+def read_request_session(
+    request: Request, _slot: Annotated[None, Depends(_reading_slot, scope="function")]
+) -> Iterator[Session]:
     """The request's one transaction for an endpoint that only reads: `read_only`, so on
     SQLite it reads a snapshot beside writers instead of queueing for the write lock behind
     them (and holding it from them). Writes keep `request_session`'s BEGIN IMMEDIATE.
@@ -97,4 +138,7 @@ def read_request_session(request: Request) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+        used = session.in_transaction()  # whether the database was asked anything
         session.commit()
+    if used:
+        _answered(request)

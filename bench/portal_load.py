@@ -1,0 +1,354 @@
+"""The portal under many clients at once: 16, 64 and 256 concurrent clients of mixed memory
+(put, get, search, sync) and chat (record, list, read) requests against a real `webagents
+portal serve`, on SQLite and on PostgreSQL, measured in one run.
+
+    .venv/bin/python bench/portal_load.py [--clients 16 64 256] [--seconds 20]
+        [--databases sqlite postgresql] [-- PORTAL SERVE OPTIONS...]
+
+Each client is one keep-alive connection (its own httpx client) sending one request after
+another, with no pause: the load is as high as the portal can take. A client told 503 or 429
+with Retry-After waits that long before its next request, as a well-behaved client does; one
+without Retry-After, any other status, or a dropped connection is an error. The mix: memory
+put 25%, get 20%, search 15%, sync 10% (by the agent's key, each client in its own caller
+namespace and the shared one), chat record 10%, list 10%, read 10% (by the owner's API key).
+
+Reported per database and client count: the successful (2xx) requests a second over the
+level's whole time, p50 and p99 of every answered request's latency (2xx or not), every
+non-2xx status with whether it had Retry-After, and the connections dropped. Targets (issue
+21): no error but 503/429 with Retry-After, p99 under 2 s, and throughput at 64 and 256
+clients no lower than at 16.
+
+The clients run in this one process, beside the portal on the same machine: they take CPU the
+portal could have used, and the run says how much. The PostgreSQL cluster is a throwaway one
+(initdb, unix socket, fsync off, as the tests make it); SQLite runs as the portal runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import random
+import re
+import resource
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the tests' throwaway PostgreSQL cluster
+
+from tests.portal.databases import PostgresServer, _Cluster  # noqa: E402
+
+MEMORY = "/api/storage/memory-scoped"
+SERVING = re.compile(r"webagents portal: serving at (http://\S+) ")
+PASSWORD = "load-bench-password-1234"
+WORDS = "apple river cloud stone lamp violin garden rocket maple harbor copper meadow".split()
+MIX = [
+    ("memory put", 25),
+    ("memory get", 20),
+    ("memory search", 15),
+    ("memory sync", 10),
+    ("chat record", 10),
+    ("chat list", 10),
+    ("chat read", 10),
+]
+KEYS_PER_CLIENT = 20
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    ok: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, str] = field(default_factory=dict)  # one answer of each status
+
+
+@dataclass(frozen=True)
+class Portal:
+    url: str
+    agent_key: str
+    agent_id: str
+    user_key: str
+
+
+def run(args: list[str], env: dict[str, str], stdin: str = "") -> str:
+    done = subprocess.run(args, env=env, input=stdin, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:4])} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+@contextlib.contextmanager
+def portal(database: str, home: Path, extra: list[str]) -> Iterator[tuple[str, list[str]]]:
+    """A running `webagents portal serve` on `database`: its address, and its log so far."""
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT / "src")}
+    webagents = str(Path(sys.executable).parent / "webagents")
+    serve = [webagents, "portal", "serve", "--port", "0", "--embeddings", "none"]
+    child = subprocess.Popen(
+        [*serve, "--database", database, *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            lines.append(line)
+            found = SERVING.search(line)
+            if found:
+                break
+        else:
+            raise RuntimeError("webagents portal serve did not start:\n" + "".join(lines))
+        out = child.stdout
+        # Read on to the end, or the pipe fills and the portal stops answering.
+        threading.Thread(target=lambda: lines.extend(out), daemon=True).start()
+        yield found.group(1), lines
+    finally:
+        child.terminate()
+        child.wait(30)
+
+
+def set_up(url: str, database: str, home: Path) -> Portal:
+    """A user, their API key, and a published agent with its key, through the CLI and API."""
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT / "src")}
+    webagents = str(Path(sys.executable).parent / "webagents")
+    run([webagents, "portal", "adduser", "bench", "--database", database], env, PASSWORD)
+    made = run([webagents, "portal", "apikey", "bench", "--database", database], env)
+    user_key = made.strip().splitlines()[-1]
+    answer = httpx.post(
+        f"{url}/api/agents",
+        json={"name": "loadbench", "description": "load"},
+        headers={"Authorization": f"Bearer {user_key}"},
+        timeout=30,
+    )
+    answer.raise_for_status()
+    body = answer.json()
+    return Portal(url, body["rawApiKey"], body["agent"]["id"], user_key)
+
+
+class Client:
+    """One client: one connection, requests one after another from the mix."""
+
+    def __init__(
+        self, number: int, target: Portal, tally: Tally, rng: random.Random, tls: ssl.SSLContext
+    ) -> None:
+        self.number = number
+        self.target = target
+        self.tally = tally
+        self.rng = rng
+        self.namespace = f"caller:client{number}"
+        self.sent = 0
+        self.chats: list[str] = []
+        self.http = httpx.AsyncClient(
+            base_url=target.url,
+            timeout=60,
+            verify=tls,  # made once: making one per client takes longer than a level
+            # A connection idle for a second (a client waiting out a Retry-After) is not
+            # reused: the portal ends idle ones after 5 s by its own clock, and on this
+            # loaded machine a client's wait and its answer's delivery may add up to that,
+            # so that the client sends as the server closes (a client's race, not a drop).
+            limits=httpx.Limits(
+                max_connections=1, max_keepalive_connections=1, keepalive_expiry=1.0
+            ),
+        )
+
+    def request(self, kind: str) -> tuple[str, str, dict[str, object]]:
+        """Method, path and httpx options of one request of `kind`."""
+        agent = {"Authorization": f"Bearer {self.target.agent_key}"}
+        user = {"Authorization": f"Bearer {self.target.user_key}"}
+        key = f"note-{self.rng.randrange(KEYS_PER_CLIENT)}"
+        word = self.rng.choice(WORDS)
+        chats = f"/api/agents/{self.target.agent_id}/conversations"
+        if kind == "memory put":
+            body = {
+                "namespace": self.namespace,
+                "key": key,
+                "content": f"{word} {self.sent} " + " ".join(self.rng.sample(WORDS, 6)),
+                "description": word,
+                "source": "bench",
+                "at": None,
+            }
+            return "PUT", MEMORY, {"json": body, "headers": agent}
+        if kind == "memory get":
+            params = {"action": "get", "namespace": self.namespace, "key": key}
+            return "GET", MEMORY, {"params": params, "headers": agent}
+        if kind == "memory search":
+            params = [
+                ("action", "search"),
+                ("q", word),
+                ("namespace", self.namespace),
+                ("namespace", "shared"),
+                ("limit", "10"),
+            ]
+            return "GET", MEMORY, {"params": params, "headers": agent}
+        if kind == "memory sync":
+            params = {"action": "sync", "namespace": self.namespace}  # from the start
+            return "GET", MEMORY, {"params": params, "headers": agent}
+        if kind == "chat record" or not self.chats:
+            body = {
+                # A new chat every 10 turns, so that a chat read stays the size of a chat.
+                "sessionId": f"client{self.number}-{self.sent // 10}",
+                "messages": [
+                    {"role": "user", "content": f"tell me about {word}"},
+                    {"role": "assistant", "content": f"{word} is a word ({self.sent})"},
+                ],
+            }
+            return "POST", chats, {"json": body, "headers": user}
+        if kind == "chat list":
+            return "GET", chats, {"params": {"limit": "20"}, "headers": user}
+        return "GET", f"{chats}/{self.rng.choice(self.chats)}", {"headers": user}
+
+    async def run(self, until: float) -> None:
+        kinds = [kind for kind, _ in MIX]
+        weights = [weight for _, weight in MIX]
+        try:
+            while time.monotonic() < until:
+                kind = self.rng.choices(kinds, weights)[0]
+                method, path, options = self.request(kind)
+                self.sent += 1
+                began = time.monotonic()
+                try:
+                    answer = await self.http.request(method, path, **options)  # type: ignore[arg-type]
+                except httpx.TransportError as exc:
+                    self.tally.dropped[type(exc).__name__] += 1
+                    continue
+                self.tally.latencies.append(time.monotonic() - began)
+                if answer.is_success:
+                    self.tally.ok += 1
+                    if method == "POST":
+                        self.chats.append(answer.json()["chatId"])
+                    continue
+                retry = answer.headers.get("retry-after")
+                shown = f"{answer.status_code}" + (
+                    " (Retry-After)" if retry else " (no Retry-After)"
+                )
+                self.tally.statuses[shown] += 1
+                self.tally.examples.setdefault(shown, f"{kind}: {answer.text[:300]}")
+                if retry and answer.status_code in (429, 503):
+                    await asyncio.sleep(min(float(retry), until - time.monotonic(), 30))
+        finally:
+            await self.http.aclose()
+
+
+async def level(target: Portal, clients: int, seconds: float) -> tuple[Tally, float]:
+    tally = Tally()
+    tls = ssl.create_default_context()
+    group = [Client(n, target, tally, random.Random(n), tls) for n in range(clients)]
+    began = time.monotonic()
+    until = began + seconds
+    await asyncio.gather(*(client.run(until) for client in group))
+    return tally, time.monotonic() - began
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def report(kind: str, clients: int, tally: Tally, took: float) -> dict[str, float | bool]:
+    rate = tally.ok / took
+    p50 = statistics.median(tally.latencies) if tally.latencies else float("nan")
+    p99 = percentile(tally.latencies, 0.99)
+    allowed = {f"{status} (Retry-After)" for status in (429, 503)}
+    errors = sum(n for shown, n in tally.statuses.items() if shown not in allowed)
+    errors += sum(tally.dropped.values())
+    others = ", ".join(f"{n} x {shown}" for shown, n in sorted(tally.statuses.items())) or "none"
+    dropped = ", ".join(f"{n} x {name}" for name, n in sorted(tally.dropped.items())) or "none"
+    print(
+        f"| {kind} | {clients} | {tally.ok} | {rate:.0f} | {p50 * 1000:.0f} | {p99 * 1000:.0f} "
+        f"| {others} | {dropped} |",
+        flush=True,
+    )
+    for shown, example in sorted(tally.examples.items()):
+        print(f"  e.g. {shown}, {example}", file=sys.stderr, flush=True)
+    return {"rate": rate, "p99": p99, "errors": errors}
+
+
+def measure(kind: str, database: str, work: Path, args: argparse.Namespace) -> list[str]:
+    home = work / f"home-{kind}"
+    home.mkdir()
+    missed = []
+    with portal(database, home, args.portal_args) as (url, log):
+        target = set_up(url, database, home)
+        asyncio.run(level(target, 4, 2.0))  # warm: the first chats and notes exist
+        results = {}
+        for clients in args.clients:
+            tally, took = asyncio.run(level(target, clients, args.seconds))
+            results[clients] = report(kind, clients, tally, took)
+        noted = [line for line in log if " 500 " in line or "Traceback" in line]
+        if noted:
+            print(f"  the portal's log has {len(noted)} lines of 500s or tracebacks", flush=True)
+    base = results[min(results)]["rate"]
+    for clients, result in results.items():
+        if result["errors"]:
+            missed.append(f"{kind} at {clients}: {result['errors']} errors")
+        if result["p99"] >= 2.0:
+            missed.append(f"{kind} at {clients}: p99 {result['p99']:.2f} s")
+        if result["rate"] < base:
+            missed.append(f"{kind} at {clients}: {result['rate']:.0f}/s below {base:.0f}/s")
+    return missed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--databases", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument("portal_args", nargs="*", help="more `portal serve` options, after --")
+    args = parser.parse_args()
+    # Stopped by a signal, it still stops its portal and its PostgreSQL cluster (finally).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if files < max(args.clients) + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(args.clients) + 256,) * 2)
+    print(
+        f"{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+        f"{' '.join(f'{n:.2f}' for n in os.getloadavg())} at the start",
+        flush=True,
+    )
+    print(f"{args.seconds:g} s a level; portal serve {' '.join(args.portal_args) or '(defaults)'}")
+    print("\n| database | clients | 2xx | 2xx/s | p50 ms | p99 ms | non-2xx | dropped |")
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    cpu_before = time.process_time()
+    missed: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="wa-load-") as folder:
+        work = Path(folder)
+        for kind in args.databases:
+            if kind == "sqlite":
+                missed += measure(kind, f"sqlite:///{work / 'portal.db'}", work, args)
+                continue
+            cluster = _Cluster()
+            try:
+                database = PostgresServer(cluster.start()).new_database()
+                missed += measure(kind, database, work, args)
+            finally:
+                cluster.stop()
+    print(
+        f"\nthe clients' own CPU time: {time.process_time() - cpu_before:.0f} s; load average "
+        f"{' '.join(f'{n:.2f}' for n in os.getloadavg())} at the end",
+    )
+    print("targets met" if not missed else "targets missed: " + "; ".join(missed), flush=True)
+
+
+if __name__ == "__main__":
+    main()
