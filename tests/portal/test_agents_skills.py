@@ -24,7 +24,7 @@ SHAPES = (
     'skills is a list as in AGENT.md (["memory", {"session": {"backend": "robutler"}}]) or a '
     'mapping of skill name to its settings ({"memory": {"portal": true}, "openai": {}})'
 )
-NAME_RULE = "1-64 characters of A-Z a-z 0-9 . _ - /, starting with a letter or digit"
+NAME_RULE = "1-200 characters of A-Z a-z 0-9 . _ - / :, starting with a letter or digit"
 
 
 def _bearer(db: Session, username: str = "alice") -> dict[str, str]:
@@ -86,6 +86,23 @@ def test_p4_agents_keep_our_clis_skills_list_as_it_was(client: TestClient, db: S
     assert created.json()["agent"]["skills"] == CLI_SKILLS
     plain = client.post("/api/agents", headers=alice, json={"name": "plain"})
     assert plain.json()["agent"]["skills"] == []
+
+
+def test_p4_agents_keep_a_skill_of_the_owners_own_named_by_its_import_path(
+    client: TestClient, db: Session
+) -> None:
+    """R2: an agent file names a skill of its own as package.module:ClassName; publishing
+    such an agent keeps it, in either shape."""
+    alice = _bearer(db)
+    own = ["memory", {"my_skills.weather:Forecast": {"units": "metric"}}]
+    created = client.post("/api/agents", headers=alice, json={"name": "helper", "skills": own})
+    assert (created.status_code, created.json()["agent"]["skills"]) == (201, own), created.text
+    mapping = {"my_skills.weather:Forecast": {}}
+    patched = client.patch(
+        f"/api/agents/{created.json()['agent']['id']}", headers=alice, json={"skills": mapping}
+    )
+    assert (patched.status_code, patched.json()["agent"]["skills"]) == (200, mapping)
+    assert db.scalars(select(Agent.skills)).one() == mapping
 
 
 BAD_SKILLS: list[tuple[Any, str]] = [

@@ -58,7 +58,7 @@ def test_p11_recorded_chat_in_the_owners_pages_in_chromium(
         page = owner.new_page()
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         _sign_in(page, served.url, "alice")
-        page.click("#agents a")  # the agent's chats, from the agent list
+        page.click("#agents a[href$='/chats']")  # the agent's chats, from the agent list
         page.wait_for_url(f"{served.url}/agents/{agent_id}/chats")
         assert page.inner_text("h1") == "Chats with helper"
         assert page.inner_text("#chats td:nth-child(1)") == f"Hello {INJECTED}"

@@ -107,7 +107,9 @@ def test_p8_forget_on_the_page_removes_the_agents_file(
         assert path.exists()
         _open_entry(page, machines, "plan")
         with page.expect_navigation():
-            page.click("#forget button")
+            page.click("#forget-link")  # the page that asks first
+        with page.expect_navigation():
+            page.click("#confirm-forget")
         eventually(lambda: not path.exists(), "A's file removed")
         listed = tool(a, OWNER, "memory_list")
     assert [n["key"] for n in listed["notes"]] == ["kept"]

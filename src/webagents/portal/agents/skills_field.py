@@ -24,8 +24,9 @@ from ..storable import check_storable
 MAX_SKILLS = 100
 MAX_DEPTH = 16  # of a skill's settings: an object inside an object ... 16 deep
 MAX_BYTES = 64 * 1024  # of the whole field as JSON
-NAME_RULE = "1-64 characters of A-Z a-z 0-9 . _ - /, starting with a letter or digit"
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,63}")
+# A built-in skill's name, or a skill of the owner's own as `package.module:ClassName`.
+NAME_RULE = "1-200 characters of A-Z a-z 0-9 . _ - / :, starting with a letter or digit"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,199}")
 
 SHAPES = (
     'skills is a list as in AGENT.md (["memory", {"session": {"backend": "robutler"}}]) or a '
