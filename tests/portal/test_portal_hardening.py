@@ -158,7 +158,7 @@ def test_hardening_every_answer_with_a_token_or_key_is_no_store(
         ("name", "a name"),
         ("description", 'a string ("" for none)'),
         ("instructions", 'a string ("" for none)'),
-        ("skills", "a list ([] for none)"),
+        ("skills", "a list or a mapping ([] or {} for none)"),
     ],
 )
 def test_hardening_p4_patch_with_null_for_a_required_field_is_a_400_saying_what_to_send(
