@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ...openai_wire import error_body
 from ...server.api_errors import error_type
+from .. import json_body
 from ..accounts.auth import agent_and_key, bearer_scope
 from ..accounts.scope import AgentScope
 from ..errors import BadInput, Unauthorized
@@ -211,6 +212,12 @@ def relay_error(exc: RelayError) -> JSONResponse:
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
+    # BodyLimit checks every body but a form's (routes read those as forms), and this route
+    # reads JSON whatever the type says: checked here whatever the type (a second linear pass
+    # for the others), or a form nested 5,000 deep was a RecursionError, a 500.
+    problem = json_body.problem(raw)
+    if problem is not None:
+        raise BadInput(problem, code="bad_json")
     try:
         body = json.loads(raw)
     except ValueError:
