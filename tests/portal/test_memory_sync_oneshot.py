@@ -178,8 +178,8 @@ def test_p7_run_with_the_portal_down_says_so_and_the_outbox_keeps_the_write(
     assert wrote.stderr.splitlines() == [
         "WARNING webagents.memory: memory: the portal does not answer; changes wait in the "
         f"outbox (cannot reach the portal at {served.url} ([Errno 111] Connection refused): "
-        "check --portal or ROBUTLER_API_URL, and that the portal is running (webagents portal "
-        "serve))",
+        "check its address (webagents login --portal URL, or ROBUTLER_API_URL) and that the "
+        "portal runs there (webagents portal serve))",
         f"memory: the portal {served.url} did not answer: 1 change waits in this machine's "
         "outbox, pushed by the agent's next chat, run or serve",
     ]
