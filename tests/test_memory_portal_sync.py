@@ -634,3 +634,117 @@ async def test_p7_a_key_changed_twice_in_one_pull_page_ends_as_the_later_change(
     read = await use(skill, OWNER, "memory_read", key="plan")
     assert (read["content"], read["updated"]) == ("second", "2026-01-02T00:00:00+00:00")
     assert outbox(tmp_path / "a") == []
+
+
+async def test_p5_an_agent_over_its_portal_quota_frees_room_with_memory_forget(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    """The quota's 429 tells the agent to forget notes (memory_forget): the forget must reach
+    the portal although the write refused for now waits before it in the outbox, or the agent
+    is wedged (the write waits for room that only the forget behind it can make)."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    answering = double.handle
+    full = "this agent keeps 1 note in the portal, the most it may (1); nothing was stored"
+
+    def one_note_at_most(request: Any) -> Any:
+        if request.method == "PUT" and double.entries:
+            body = json.loads(request.content)
+            if (body["namespace"], body["key"]) not in double.entries:
+                double.requests.append("PUT refused 429")
+                error = {"message": full, "code": "agent_entries_quota"}
+                return httpx.Response(429, json={"error": error})
+        return answering(request)
+
+    double.handle = one_note_at_most  # type: ignore[method-assign]
+    await use(skill, OWNER, "memory_write", key="old", content="no longer needed")
+    assert skill.sync.sync_round() is True
+    await use(skill, OWNER, "memory_write", key="new", content="the new plan")
+    assert skill.sync.sync_round() is False  # refused for now: it waits, in order
+    await use(skill, OWNER, "memory_forget", key="old")
+    skill.sync.sync_round()  # the forget goes ahead of the write that waits for room
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "new"): "the new plan"
+    }
+    assert [(v["key"], v["op"]) for v in double.versions] == [
+        ("old", "put"),
+        ("old", "delete"),
+        ("new", "put"),
+    ]
+    assert outbox(tmp_path / "a") == []
+    assert skill.sync.last_error is None
+
+
+async def test_p5_a_forget_pushed_ahead_never_forgets_a_note_made_again_elsewhere(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    """A forget pushed ahead of a write waiting for room is sent again in its turn: then
+    only if the note is still absent, never over the same key written anew by another
+    machine meanwhile."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    answering = double.handle
+    refused_new = [True]
+
+    def quota_then_room(request: Any) -> Any:
+        if request.method == "PUT" and refused_new[0]:
+            if json.loads(request.content)["key"] == "new":
+                error = {"message": "full", "code": "agent_entries_quota"}
+                return httpx.Response(429, json={"error": error})
+        return answering(request)
+
+    double.handle = quota_then_room  # type: ignore[method-assign]
+    await use(skill, OWNER, "memory_write", key="old", content="no longer needed")
+    assert skill.sync.sync_round() is True
+    await use(skill, OWNER, "memory_write", key="new", content="the new plan")
+    await use(skill, OWNER, "memory_forget", key="old")
+    assert skill.sync.sync_round() is False  # the forget went ahead; the write still waits
+    assert ("owner", "old") not in double.entries
+    double.edit("owner", "old", "written again on another machine", "2026-06-01T00:00:00+00:00")
+    refused_new[0] = False
+    assert skill.sync.sync_round() is True
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "old"): "written again on another machine",
+        ("owner", "new"): "the new plan",
+    }
+
+
+async def test_p5_a_forget_pushed_ahead_that_loses_to_the_portals_edit_is_said_once(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    """Edited in the portal since this machine saw it, a note forgotten here keeps the
+    portal's edit (an edit beats a forget) whether its forget went ahead of a waiting write
+    or not: the conflict is recorded once, and the forget's own turn sends nothing."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    answering = double.handle
+    refused_new = [True]
+
+    def quota_then_room(request: Any) -> Any:
+        if request.method == "PUT" and refused_new[0]:
+            if json.loads(request.content)["key"] == "new":
+                error = {"message": "full", "code": "agent_entries_quota"}
+                return httpx.Response(429, json={"error": error})
+        return answering(request)
+
+    double.handle = quota_then_room  # type: ignore[method-assign]
+    await use(skill, OWNER, "memory_write", key="old", content="v1")
+    assert skill.sync.sync_round() is True
+    double.edit("owner", "old", "edited in the portal", "2026-06-01T00:00:00+00:00")
+    await use(skill, OWNER, "memory_write", key="new", content="the new plan")
+    await use(skill, OWNER, "memory_forget", key="old")
+    assert skill.sync.sync_round() is False
+    assert skill.sync.sync_round() is False  # the forget is not tried again
+    refused_new[0] = False
+    deletes_before = double.requests.count("DELETE")
+    assert skill.sync.sync_round() is True
+    assert double.requests.count("DELETE") == deletes_before  # its turn sent nothing
+    assert {k: e["content"] for k, e in double.entries.items()} == {
+        ("owner", "old"): "edited in the portal",
+        ("owner", "new"): "the new plan",
+    }
+    assert conflicts(skill.sync) == [("old", "the portal", "the forget here was not applied")]
+    assert (await use(skill, OWNER, "memory_read", key="old"))["content"] == (
+        "edited in the portal"
+    )

@@ -167,6 +167,22 @@ def _nested_past_the_depth(client: TestClient, alice: dict[str, str]) -> None:
     assert (plain.status_code, plain.json()) == (400, _error(TOO_DEEP, "bad_json"))
 
 
+def test_p12_the_public_endpoint_checks_a_body_sent_as_a_form_as_the_json_it_reads(
+    fresh_database_url: str,
+) -> None:
+    """The public endpoint reads its body as JSON whatever the content type says, a form's
+    too: the body check must see it as well (a form's type let it pass, and 5,000 levels
+    were a RecursionError: a 500)."""
+    with _committed(fresh_database_url) as (client, alice):
+        for kind in ("application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+            answer = client.post(
+                "/agents/helper/chat/completions",
+                headers={**alice, "content-type": kind},
+                content=_nested(5000),
+            )
+            assert (answer.status_code, answer.json()) == (400, _error(TOO_DEEP, "bad_json"))
+
+
 def test_p12_a_name_no_agent_can_have_finds_no_agent(fresh_database_url: str) -> None:
     with _committed(fresh_database_url) as (client, alice):
         _no_agent_named(client, alice)

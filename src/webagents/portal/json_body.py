@@ -21,10 +21,21 @@ MAX_DEPTH = 512
 """Deeper than any request of the API needs by far, and well under the ~1,000 levels where
 Python's own JSON reader and writer give up (the portal re-writes a relayed body once)."""
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A string, its closing quote optional: one never closed (not JSON, which the route refuses)
+# then ends the match at the body's end. Where the quote was required, each quote inside it
+# began a new try to its end, and a megabyte of `"\` took minutes.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_A_NUMBER = re.compile(rb"NaN|Infinity")
-# Numbers that may pass a double's range once read: a long exponent, or over 308 digits.
-_LARGE_NUMBER = re.compile(rb"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{3,}|[0-9]{308,})")
+# Numbers that may pass a double's range once read (each found whole, and read to know): an
+# exponent of three digits or more, or 200 digits or more before the point (with an exponent
+# of two digits at most, the least that can reach 1e309). Each alternative starts only where
+# a number starts (the look-behinds), so a try that fails gives up after that number: a
+# pattern free to start at any digit tried again from each one, a minute a megabyte of
+# 300-digit numbers, in the event loop, before the caller was even verified.
+_LARGE_NUMBER = re.compile(
+    rb"(?<![0-9.])-?[0-9]+(?:\.[0-9]+)?[eE][+-]?[0-9]{3,}"
+    rb"|(?<![0-9.])-?[0-9]{200,}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+)
 # Opening brackets count +1 and closing ones -1 (255 as a signed byte); nothing else is kept.
 _DEPTH_STEP = bytes(
     1 if chr(byte) in "[{" else 255 if chr(byte) in "]}" else 0 for byte in range(256)

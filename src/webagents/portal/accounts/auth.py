@@ -115,11 +115,17 @@ def agent_key_scope(db: Session, authorization: str | None) -> AgentScope:
     """The agent whose key (`rawApiKey` from publish) this is, its use noted; a user's key
     or access token is refused: they speak for a person, and the memory store is the
     agent's. A revoked key is refused with the command that gives the machine a new one."""
+    return agent_and_key(db, authorization)[0]
+
+
+def agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, AgentKey]:
+    """As agent_key_scope, with the key itself: Portal Connect keeps it for as long as the
+    connection it opened lives, and ends the connection when the key is revoked."""
     scope, key = _agent_and_key(db, authorization)
     now = datetime.now(UTC)
     if agent_keys.use_is_stale(key, now):
         agent_keys.note_use(db, key.id, now)
-    return scope
+    return scope, key
 
 
 def _agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, AgentKey]:

@@ -8,6 +8,7 @@ lifetime, only short ones to look the key up and to say who holds the agent."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -22,7 +23,8 @@ from starlette.concurrency import run_in_threadpool
 
 from ...openai_wire import error_body
 from ...server.api_errors import error_type
-from ..accounts.auth import agent_key_scope, bearer_scope
+from .. import json_body
+from ..accounts.auth import agent_and_key, bearer_scope
 from ..accounts.scope import AgentScope
 from ..errors import BadInput, Unauthorized
 from ..settings import PortalSettings
@@ -51,7 +53,9 @@ async def agent_socket(websocket: WebSocket) -> None:
     relay: Relay = websocket.app.state.relay
     sessions: sessionmaker[Session] = websocket.app.state.sessions
     try:
-        agent = await run_in_threadpool(_agent_of, sessions, websocket.headers.get("authorization"))
+        agent, key_id = await run_in_threadpool(
+            _agent_of, sessions, websocket.headers.get("authorization")
+        )
     except Unauthorized as exc:
         await _refuse(websocket, exc)
         return
@@ -63,7 +67,8 @@ async def agent_socket(websocket: WebSocket) -> None:
             f"this agent holds {settings.max_connections_per_agent} connections already: close one",
         )
         return
-    connection = LiveConnection(uuid.uuid4(), agent.agent_id, agent.agent_name)
+    connection = LiveConnection(uuid.uuid4(), agent.agent_id, agent.agent_name, key_id)
+    connection.end = lambda: _end(websocket)
     await websocket.accept()
     await relay.connected(connection)
     writer = asyncio.create_task(_write(websocket, connection))
@@ -102,9 +107,31 @@ async def _held(relay: Relay, agent_id: uuid.UUID) -> int:
     return here + len(await asyncio.to_thread(relay.directory.holders, agent_id))
 
 
-def _agent_of(sessions: sessionmaker[Session], authorization: str | None) -> AgentScope:
+def _agent_of(
+    sessions: sessionmaker[Session], authorization: str | None
+) -> tuple[AgentScope, uuid.UUID]:
     with sessions.begin() as db:  # committed: the key's use is noted (its last use)
-        return agent_key_scope(db, authorization)
+        agent, key = agent_and_key(db, authorization)
+        return agent, key.id
+
+
+KEY_REVOKED = "this machine's key was revoked: run webagents publish to get a new one"
+
+
+def _end(websocket: WebSocket) -> None:
+    """End a connection whose key was revoked (the relay's heartbeat found it): the agent
+    is told why, and its reader then sees the close and lets the connection go."""
+
+    async def close() -> None:
+        with contextlib.suppress(Exception):  # already closing: it ends all the same
+            await websocket.close(protocol.CLOSE_UNAUTHORIZED, KEY_REVOKED)
+
+    _closing.add(task := asyncio.ensure_future(close()))
+    task.add_done_callback(_closing.discard)
+
+
+_closing: set[asyncio.Future[None]] = set()
+"""The closes under way: held until done, so that none is collected half-way."""
 
 
 async def _refuse(websocket: WebSocket, exc: Unauthorized) -> None:
@@ -185,6 +212,12 @@ def relay_error(exc: RelayError) -> JSONResponse:
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
+    # BodyLimit checks every body but a form's (routes read those as forms), and this route
+    # reads JSON whatever the type says: checked here whatever the type (a second linear pass
+    # for the others), or a form nested 5,000 deep was a RecursionError, a 500.
+    problem = json_body.problem(raw)
+    if problem is not None:
+        raise BadInput(problem, code="bad_json")
     try:
         body = json.loads(raw)
     except ValueError:

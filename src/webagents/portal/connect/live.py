@@ -169,10 +169,20 @@ class LiveConnection:
     """One agent's WebSocket: what is sent to it goes through one queue, so frames from
     many requests never interleave within a frame and a send never waits in a caller."""
 
-    def __init__(self, connection_id: uuid.UUID, agent_id: uuid.UUID, agent_name: str) -> None:
+    def __init__(
+        self,
+        connection_id: uuid.UUID,
+        agent_id: uuid.UUID,
+        agent_name: str,
+        key_id: uuid.UUID | None = None,
+    ) -> None:
         self.id = connection_id
         self.agent_id = agent_id
         self.agent_name = agent_name
+        self.key_id = key_id
+        """The agent key (one machine's) this connection was opened with: revoked, it ends."""
+        self.end: Callable[[], None] = lambda: None
+        """Ends the WebSocket (set by who holds it): what a revoked key's connection gets."""
         self.outbox: asyncio.Queue[str] = asyncio.Queue(MAX_OUTBOX_FRAMES)
         self.pending: dict[str, Sink] = {}
         self.closed = False

@@ -7,7 +7,10 @@ the bus (LISTEN/NOTIFY) to one of them, which relays it as its own and sends eac
 frame back the same way. On SQLite the portal is one process, and there is no bus.
 
 The bus and the heartbeat start with the first connection (or the first request relayed
-elsewhere): a process that never holds one touches nothing."""
+elsewhere): a process that never holds one touches nothing. At each heartbeat the keys of the
+connections held here are looked up, and a connection whose key was revoked since it opened
+(or whose agent was deleted) is ended: the key's machine is cut off from the relay within a
+heartbeat, as it is from the memory store at once."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import PortalError
 from ..settings import PortalSettings
+from ..tokens import agent_keys
 from . import protocol
 from .bus import Bus
 from .directory import HEARTBEAT, Directory, Holder
@@ -51,6 +55,7 @@ class Relay:
         self.process_id = uuid.uuid4()
         self.registry = Registry()
         self.directory = Directory(sessions, self.process_id)
+        self._sessions = sessions
         self._settings = settings
         self._bus: Bus | None = None
         self._bus_lock = asyncio.Lock()
@@ -213,3 +218,24 @@ class Relay:
                 await asyncio.to_thread(self.directory.renew)
             except Exception as exc:
                 log.warning("connect: renewing this process's connections failed (%s)", exc)
+            try:
+                await self._end_revoked()
+            except Exception as exc:  # the next heartbeat asks again
+                log.warning("connect: checking the connections' keys failed (%s)", exc)
+
+    async def _end_revoked(self) -> None:
+        held = [c for c in self.registry.all() if c.key_id is not None and not c.closed]
+        if not held:
+            return
+        live = await asyncio.to_thread(self._live_keys, {c.key_id for c in held if c.key_id})
+        for connection in held:
+            if connection.key_id not in live:
+                log.info(
+                    "connect: a key of %s was revoked: its connection is ended",
+                    connection.agent_name,
+                )
+                connection.end()
+
+    def _live_keys(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
+        with self._sessions() as db:
+            return agent_keys.live_among(db, key_ids)

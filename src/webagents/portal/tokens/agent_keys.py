@@ -71,6 +71,17 @@ def presented(db: Session, credential: str) -> tuple[Agent, AgentKey] | None:
     return (found[0], found[1]) if found is not None else None
 
 
+def live_among(db: Session, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
+    """Which of `key_ids` are keys not revoked (a deleted agent's are gone): what Portal
+    Connect asks of the keys its open connections were opened with."""
+    if not key_ids:
+        return set()
+    found = db.scalars(
+        select(AgentKey.id).where(AgentKey.id.in_(key_ids), AgentKey.revoked_at.is_(None))
+    )
+    return set(found)
+
+
 def use_is_stale(key: AgentKey, now: datetime) -> bool:
     return key.last_used_at is None or now - key.last_used_at >= USE_PRECISION
 

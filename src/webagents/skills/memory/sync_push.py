@@ -12,7 +12,8 @@
   beats a forget.
 - A line the portal refuses for good (a 4xx no retry changes) is set aside, so the lines
   behind it go on; the refusals a later round may see otherwise stop the round, the line
-  waiting in order.
+  waiting in order (but for the forgets of other notes behind a write refused 429, which go
+  ahead: they make the room the write waits for).
 - The first round of a folder seeds the outbox with the notes already here.
 """
 
@@ -48,6 +49,10 @@ RETRIED = frozenset({408, 409, 429})
 """The portal's refusals that a later round may see otherwise (too many requests, an entry
 changed meanwhile): the line waits, in order. Any other 4xx is for good: the line is set
 aside."""
+
+SETTLED_AHEAD = "settled-ahead"
+"""The base of a note whose forget went ahead of a waiting write and lost to the portal's
+edit (recorded as a conflict then): its turn in the outbox sends nothing."""
 
 
 class Pusher:
@@ -99,6 +104,9 @@ class Pusher:
                     elif change.get("op") == "delete":
                         self._push_delete(client, state, namespace, key)
                 except Refused as exc:
+                    if exc.status == 429 and change.get("op") == "put":
+                        self._forgets_ahead(client, state, pending[n:])
+                        self.files.save(state)  # what they did, kept past the raise below
                     if exc.status in RETRIED:
                         raise
                     self._set_aside(change, exc)
@@ -108,6 +116,28 @@ class Pusher:
         self.files.save(state)
         if pending:
             self.files.compact(state)
+
+    def _forgets_ahead(
+        self, client: PortalClient, state: SyncState, rest: list[tuple[int, dict[str, Any]]]
+    ) -> None:
+        """A write refused for now (429: the store is full, or busy) waits, in order; the
+        forgets behind it of other notes are pushed now, since they are what makes room (the
+        quota's answer tells the agent to forget notes; waiting behind the write, a forget
+        could never reach the portal, and the agent was wedged). Each is sent again in its
+        turn, then only where the note is still absent (base ""): a note written anew
+        elsewhere meanwhile is never forgotten by the resend; one whose forget lost to the
+        portal's edit is not sent again (SETTLED_AHEAD)."""
+        earlier = set()  # notes with a line before: their forget must wait for that line
+        for _, change in rest:
+            namespace, key = str(change.get("namespace")), str(change.get("key"))
+            if change.get("op") == "delete" and (namespace, key) not in earlier:
+                if synced(namespace) and is_key(key):
+                    try:
+                        gone = self._push_delete(client, state, namespace, key)
+                    except Refused:
+                        return  # refused too (the portal is busy): all wait, in order
+                    state.bases[entry_id(namespace, key)] = "" if gone else SETTLED_AHEAD
+            earlier.add((namespace, key))
 
     def _set_aside(self, change: dict[str, Any], exc: Refused) -> None:
         """A line the portal refuses for good would block every line behind it (and the
@@ -225,14 +255,19 @@ class Pusher:
 
     def _push_delete(
         self, client: PortalClient, state: SyncState, namespace: str, key: str
-    ) -> None:
+    ) -> bool:
+        """Whether the note is forgotten in the portal now (False: the portal's edit beat
+        the forget)."""
         ident = entry_id(namespace, key)
+        if state.bases.get(ident) == SETTLED_AHEAD:
+            state.bases.pop(ident)  # pushed ahead, and the portal's edit kept: said then
+            return False
         try:
             client.memory_delete(namespace, key, content_sha256=state.bases.get(ident))
         except StaleEntry:
             if client.memory_get(namespace, key) is None:  # forgotten already (a resend)
                 state.bases.pop(ident, None)
-                return
+                return True
             # Changed in the portal since this machine saw it: that edit beats the forget,
             # and the pull brings it back.
             log.warning(
@@ -243,5 +278,6 @@ class Pusher:
             )
             self._record(state, namespace, key, "the portal", "the forget here was not applied")
             state.bases.pop(ident, None)
-            return
+            return False
         state.bases.pop(ident, None)
+        return True
