@@ -224,3 +224,63 @@ async def test_s2_an_agent_without_a_folder_keeps_nothing_and_says_so() -> None:
     assert shown.splitlines()[1:] == [
         "conversations are not kept for this agent: it has no folder to keep them by"
     ]
+
+
+class _Elsewhere(Skill):  # type: ignore[type-arg]
+    """`/elsewhere TEXT`: another chat of the same agent keeps a turn of this conversation
+    (as a second terminal or a `webagents run -c` would, at that moment)."""
+
+    name = "elsewhere"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def commands(self) -> Sequence[SlashCommand]:
+        async def elsewhere(io: ChatIO, ctx: Context, args: str) -> None:
+            other, _ = _kept_agent(self.folder)
+            assert ctx.conversation_id is not None
+            conversation = await other.start(conversation_id=ctx.conversation_id)
+            await conversation.send(args)
+
+        return [SlashCommand("elsewhere", "keep a turn from another chat", elsewhere)]
+
+
+async def test_s2_s6_a_resumed_chat_never_overwrites_a_turn_kept_elsewhere_and_says_what_to_do(
+    tmp_path: Path,
+) -> None:
+    agent, _ = _kept_agent(tmp_path)
+    await drive(agent, "plan the launch\r/exit\r")
+    store = agent.skill("session").store  # type: ignore[union-attr]
+    (listed,) = store.recent("owner")
+
+    later, model = _kept_agent(tmp_path)
+    later.add_skill(_Elsewhere(tmp_path))
+    shown = await drive(
+        later,
+        f"/resume 1\r/elsewhere the venue\rmy message\r/resume {listed.id}\rmy message\r/exit\r",
+    )
+    lines = shown.splitlines()
+    refused = (
+        f"error: the conversation {listed.id} was continued elsewhere (another chat or run) "
+        "since it was resumed here: your message was not kept and no reply is shown. /resume "
+        f"{listed.id} goes on from what is kept there; then send your message again."
+    )
+    assert lines[lines.index("resumed plan the launch · 1 turn") + 1 :] == [
+        "last reply: I have heard: plan the launch",
+        refused,
+        "resumed plan the launch · 2 turns",
+        "last reply: I have heard: plan the launch | the venue",
+        "I have heard: plan the launch | the venue | my message",
+        "(80 tokens in, 13 out)",
+    ]
+    assert len(model.requests) == 1  # the refused turn never reached the model
+    loaded = store.load("owner", listed.id)
+    assert [m["content"] for m in loaded["messages"]] == [
+        "plan the launch",
+        "I have heard: plan the launch",
+        "the venue",
+        "I have heard: plan the launch | the venue",
+        "my message",
+        "I have heard: plan the launch | the venue | my message",
+    ]

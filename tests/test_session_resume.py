@@ -21,11 +21,11 @@ from webagents import Agent, Caller
 from webagents.caller import CallerKind
 from webagents.compaction import SUMMARY_FRAME, Compaction
 from webagents.home import sessions_dir
-from webagents.model import Message
+from webagents.model import Message, ModelRequest
 from webagents.skills.memory import MemorySkill
 from webagents.skills.session import SessionConflict, SessionSkill, read_session
 from webagents.skills.session.store import agent_folder_name, caller_hash
-from webagents.testing import ScriptedModel
+from webagents.testing import FunctionModel, ScriptedModel
 
 from .conftest import REPO_ROOT
 
@@ -142,7 +142,8 @@ from webagents import Agent, Caller
 from webagents.caller import CallerKind
 from webagents.skills.memory import MemorySkill
 from webagents.skills.session import SessionSkill
-from webagents.testing import ScriptedModel
+from webagents.model import ModelRequest
+from webagents.testing import FunctionModel, ScriptedModel
 
 folder, identity, text, reply = sys.argv[1:5]
 caller = Caller.owner() if identity == "owner" else Caller.verified(identity)
@@ -328,6 +329,57 @@ async def test_s6_after_its_replacing_turn_a_given_conversation_extends_what_it_
     assert str(refused.value) == _conflict()
     assert _kept(folder, OWNER)["messages"] == [
         *kept,
+        {"role": "user", "content": "And the venue?"},
+        {"role": "assistant", "content": "The old hall."},
+    ]
+
+
+@CALLERS
+async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_before_the_model(
+    tmp_path: Path, caller: Caller
+) -> None:
+    """The refused turn's reply is never computed: the check comes before the model call, and
+    the conversation is left as it was (the input not added)."""
+    folder = tmp_path / "helper"
+    await (
+        await _agent(folder, ScriptedModel(["Tuesday."])).start(caller, conversation_id="plan")
+    ).send("When is the launch?")
+    model = ScriptedModel(["Not asked."])
+    here = await _agent(folder, model).start(caller, conversation_id="plan")
+    _turn_in_a_process(folder, caller, "And the venue?", "The old hall.")
+
+    with pytest.raises(SessionConflict) as refused:
+        await here.send("Where were we?")
+    assert (str(refused.value), model.requests) == (_conflict(), [])
+    assert here.messages == [
+        {"role": "user", "content": "When is the launch?"},
+        {"role": "assistant", "content": "Tuesday."},
+    ]
+    assert _kept(folder, caller)["messages"] == [
+        {"role": "user", "content": "When is the launch?"},
+        {"role": "assistant", "content": "Tuesday."},
+        {"role": "user", "content": "And the venue?"},
+        {"role": "assistant", "content": "The old hall."},
+    ]
+
+
+async def test_s6_a_turn_kept_elsewhere_while_the_model_answers_is_still_refused(
+    tmp_path: Path,
+) -> None:
+    """The race the early check cannot close: another process keeps a turn while this one's
+    model is answering; the keep, under the lock, refuses this turn."""
+    folder = tmp_path / "helper"
+
+    def answer_while_another_keeps(request: ModelRequest) -> str:
+        _turn_in_a_process(folder, OWNER, "And the venue?", "The old hall.")
+        return "Not kept."
+
+    model = FunctionModel(answer_while_another_keeps)
+    here = await _agent(folder, model).start(OWNER, conversation_id="plan")
+    with pytest.raises(SessionConflict) as refused:
+        await here.send("Where were we?")
+    assert (str(refused.value), len(model.requests)) == (_conflict(), 1)
+    assert _kept(folder, OWNER)["messages"] == [
         {"role": "user", "content": "And the venue?"},
         {"role": "assistant", "content": "The old hall."},
     ]

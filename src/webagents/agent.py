@@ -268,6 +268,8 @@ class Conversation:
         return self._turn(input, stream=True)
 
     async def _turn(self, input: str | Message | None, *, stream: bool) -> AsyncIterator[Event]:
+        for skill in self.agent.skills:
+            await skill.before_turn(self)  # a refusal leaves the conversation as it was
         if isinstance(input, str):
             self.messages.append({"role": "user", "content": input})
         elif input is not None:

@@ -5,6 +5,7 @@ against the app, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -200,3 +201,36 @@ def test_p1_sign_up_takes_a_passphrase_of_ones_own(portal_of: Browsers, db: Sess
     browser: TestClient = portal_of()
     assert _sign_up(browser, "carol", "my dog eats socks").status_code == 303
     assert _users(db) == ["carol"]
+
+
+def _sign_up_links(page: str) -> list[str]:
+    """Every link to the sign-up page, as `text` (the nav's and the page's own)."""
+    return re.findall(r'<a href="/signup">([^<]*)</a>', page)
+
+
+@pytest.mark.parametrize(
+    ("mode", "links", "paragraph"),
+    [
+        (
+            "open",
+            ["Sign up", "Sign up"],
+            '<p id="sign-up">No account yet? <a href="/signup">Sign up</a>.</p>',
+        ),
+        (
+            "invite",
+            ["Sign up by invitation", "Sign up by invitation"],
+            '<p id="sign-up">No account yet? <a href="/signup">Sign up by invitation</a>: this '
+            "portal takes new accounts with an invitation code from its administrator.</p>",
+        ),
+        ("closed", [], None),
+    ],
+)
+def test_p1_sign_in_page_links_sign_up_only_when_open_or_by_invitation(
+    portal_of: Browsers, mode: str, links: list[str], paragraph: str | None
+) -> None:
+    page = portal_of(sign_up=mode).get("/signin")
+    assert page.status_code == 200
+    assert _sign_up_links(page.text) == links
+    found = re.findall(r'<p id="sign-up">.*?</p>', page.text, re.DOTALL)
+    assert found == ([paragraph] if paragraph else [])
+    assert ("No account yet?" in page.text) == (mode != "closed")

@@ -80,3 +80,60 @@ def test_a3_serve_banner_of_a_published_agent_not_connecting_says_callers_are_an
         "reads shared notes, writes nothing, and no conversation is kept"
     ]
     assert "Portal Connect" not in output
+
+
+RELAYED = (
+    "callers relayed by the portal {url} arrive verified (its user who owns the agent as the "
+    "owner, other users as caller:<user>), with their notes and conversations kept; it "
+    "verifies no one who calls it here (it has no access: block): they are anonymous, read "
+    "shared notes, write nothing, and none of their conversations is kept"
+)
+
+
+def _reloaded_lines(output: str) -> list[str]:
+    """The daemon's log line for each load of agent 'helper' after it started, from `agent`."""
+    return [
+        line[line.index(": agent 'helper'") + 2 :].strip()
+        for line in output.splitlines()
+        if "reloaded agent 'helper' from" in line
+    ]
+
+
+def _edit(folder: Path) -> None:
+    """A change the daemon reloads the agent for."""
+    agent_file = folder / "AGENT.md"
+    agent_file.write_text(agent_file.read_text(encoding="utf-8") + "Be kind.\n", encoding="utf-8")
+
+
+def test_a4_daemon_line_of_a_connected_agent_says_relayed_callers_arrive_verified(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    folder = _published(
+        tmp_path, served, fresh_database_url, "name: helper\nskills:\n  - memory\n  - session"
+    )
+    with running(["daemon", str(folder.parent), "--offline"], child_env(tmp_path)) as agent:
+        agent.wait_until(lambda: CONNECTED in agent.output)
+        _edit(folder)
+        agent.wait_until(lambda: _reloaded_lines(agent.output))
+        output = agent.output
+    assert _access_lines(output) == [f"agent 'helper': {RELAYED.format(url=served.url)}"]
+    assert _reloaded_lines(output) == [f"agent 'helper': {RELAYED.format(url=served.url)}"]
+
+
+def test_a3_daemon_line_of_a_published_agent_not_connecting_says_callers_are_anonymous(
+    tmp_path: Path, fresh_database_url: str, served: Served
+) -> None:
+    folder = _published(
+        tmp_path, served, fresh_database_url, "name: helper\nskills:\n  - memory\n  - session"
+    )
+    command = ["daemon", str(folder.parent), "--offline", "--no-connect"]
+    with running(command, child_env(tmp_path)) as agent:
+        _edit(folder)
+        agent.wait_until(lambda: _reloaded_lines(agent.output))
+        output = agent.output
+    anonymous = (
+        "agent 'helper' verifies no one (it has no access: block): every caller is anonymous, "
+        "reads shared notes, writes nothing, and no conversation is kept"
+    )
+    assert _access_lines(output) == [anonymous]
+    assert _reloaded_lines(output) == [anonymous]

@@ -69,8 +69,11 @@ def _put(api: TestClient, agent: Published, key: str, content: str) -> httpx.Res
     return api.put(URL, headers=agent.headers, json=body)
 
 
-def _refusal(message: str, code: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "rate_limit_error", "param": None, "code": code}}
+def _refusal(message: str, code: str, option: str) -> dict[str, Any]:
+    """The answer to a write over a quota: `param` names the option that sets the quota."""
+    return {
+        "error": {"message": message, "type": "rate_limit_error", "param": option, "code": code}
+    }
 
 
 def _kept(db: Session, agent: Published) -> dict[str, str]:
@@ -112,6 +115,7 @@ def test_p5_an_agent_over_its_entries_quota_is_refused_429_and_nothing_is_stored
             "this agent keeps 2 notes in the portal, the most it may (2); "
             f"{FREE} --memory-agent-entries",
             "agent_entries_quota",
+            "--memory-agent-entries",
         ),
     )
     assert (_kept(db, agent), _usage(db, agent), _versions(db, agent)) == (
@@ -139,6 +143,7 @@ def test_p5_an_agent_over_its_bytes_quota_is_refused_429_and_may_always_shrink(
             "this note would bring this agent's notes in the portal to 11 bytes, over the 10 "
             f"bytes it may keep; {FREE} --memory-agent-bytes",
             "agent_bytes_quota",
+            "--memory-agent-bytes",
         ),
     )
     grown = _put(small, agent, "a", "12345678901")
@@ -164,6 +169,7 @@ def test_p5_a_users_agents_share_the_users_quotas_and_other_users_are_not_counte
             "the agents of this agent's owner keep 3 notes in the portal, the most one user's "
             f"agents may (3); {FREE} --memory-user-entries",
             "user_entries_quota",
+            "--memory-user-entries",
         ),
     )
     assert (_kept(db, second), _usage(db, second)) == ({"a": "x"}, (1, 1))
@@ -185,6 +191,7 @@ def test_p5_a_user_over_the_users_bytes_quota_is_refused_with_its_code(
                 f"to 16 bytes, over the 15 bytes one user's agents may keep; {FREE} "
                 "--memory-user-bytes",
                 "user_bytes_quota",
+                "--memory-user-bytes",
             ),
         )
         assert _put(api, second, "a", "12345").status_code == 200
@@ -204,6 +211,35 @@ def test_p5_a_sync_push_over_a_quota_stores_none_of_its_lines(
     )
     assert (pushed.status_code, pushed.json()["error"]["code"]) == (429, "agent_entries_quota")
     assert (_kept(db, agent), _usage(db, agent), _versions(db, agent)) == ({}, (0, 0), 0)
+
+
+def test_p5_quota_refusals_name_the_option_in_param_and_send_no_retry_after(
+    small: TestClient, db: Session
+) -> None:
+    """A quota is a count that waiting does not free: no Retry-After, for a PUT or a push."""
+    agent = publish(db)
+    assert [_put(small, agent, k, "x").status_code for k in ("a", "b")] == [200, 200]
+    refused = _put(small, agent, "c", "x")
+    lines = [{"op": "put", "key": k, "content": "x"} for k in ("d", "e")]
+    pushed = small.post(
+        URL,
+        headers=agent.headers,
+        params={"action": "sync"},
+        json={"namespace": "owner", "lines": lines},
+    )
+    expected = _refusal(
+        f"this agent keeps 2 notes in the portal, the most it may (2); {FREE} "
+        "--memory-agent-entries",
+        "agent_entries_quota",
+        "--memory-agent-entries",
+    )
+    for answer in (refused, pushed):
+        assert (answer.status_code, answer.json(), "retry-after" in answer.headers) == (
+            429,
+            expected,
+            False,
+        )
+    assert (_kept(db, agent), _usage(db, agent)) == ({"a": "x", "b": "x"}, (2, 2))
 
 
 def test_p6_versions_beyond_the_bound_are_dropped_oldest_first_never_the_current(

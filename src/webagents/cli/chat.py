@@ -35,7 +35,7 @@ from ..model import TextDelta
 from ..skills.base import SlashCommand
 from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
-from ..skills.session import SessionFile, SessionSkill, SessionSummary
+from ..skills.session import SessionConflict, SessionFile, SessionSkill, SessionSummary
 from ..skills.session.portal import merged
 from ..skills.session.session_file import new_session
 
@@ -296,10 +296,11 @@ class ChatApp:
             if not choice:
                 return True
         chosen = _chosen(choice, recent)
-        session = store.load(owner, chosen) if chosen else None
+        here = store.load(owner, chosen) if chosen else None
+        session = here
         listed = next((s for s in recent if s.id == chosen), None)
         if listed is not None and listed.chat_id and self.portal is not None:
-            session = await self._from_portal(listed, session)
+            session = await self._from_portal(listed, here)
         if session is None:
             if choice.isdigit() and len(choice) < 4:
                 self.console.print(
@@ -312,12 +313,15 @@ class ChatApp:
                 )
             self.resume_failed = True
             return True
+        # What is kept here goes on as it is kept (a turn another chat or run keeps meanwhile
+        # is never overwritten: this one's next turn is refused instead); the portal's
+        # messages, with turns this machine lacks, are given to replace it.
+        given = None if session is here else session["messages"]
         self.conversation = await self.agent.start(
-            Caller.owner(),
-            conversation_id=session["id"],
-            messages=session["messages"],
+            Caller.owner(), conversation_id=session["id"], messages=given
         )
-        turns = sum(1 for m in session["messages"] if m.get("role") == "user")
+        messages = self.conversation.messages
+        turns = sum(1 for m in messages if m.get("role") == "user")
         self.console.print(
             f"[dim]resumed {escape(session['title'])} · {turns} "
             f"turn{'' if turns == 1 else 's'}[/dim]"
@@ -325,7 +329,7 @@ class ChatApp:
         last = next(
             (
                 m.get("content")
-                for m in reversed(session["messages"])
+                for m in reversed(messages)
                 if m.get("role") == "assistant" and m.get("content")
             ),
             None,
@@ -347,10 +351,9 @@ class ChatApp:
         if session is not None and self.portal.recorded(listed.id) in (None, listed.message_count):
             return session
         messages = await asyncio.to_thread(self.portal.load, listed)
-        if session is None:
-            session = new_session(listed.id, self.agent.name, messages)
-        session["messages"] = messages
-        return session
+        # A new dict: the caller tells the portal's from the one kept here by identity.
+        found = new_session(listed.id, self.agent.name, messages) if session is None else session
+        return {**found, "messages": messages}
 
     def _portal_notes(self) -> None:
         for note in self.portal.take_notes() if self.portal is not None else []:
@@ -368,6 +371,16 @@ class ChatApp:
             loop.add_signal_handler(signal.SIGINT, task.cancel)
         try:
             await task
+        except SessionConflict as exc:
+            del conversation.messages[kept:]
+            self._end_line()
+            self.console.print(
+                f"[red]error:[/red] the conversation {escape(exc.session_id)} was continued "
+                "elsewhere (another chat or run) since it was resumed here: your message was "
+                f"not kept and no reply is shown. /resume {escape(exc.session_id)} goes on "
+                "from what is kept there; then send your message again.",
+                soft_wrap=True,
+            )
         except asyncio.CancelledError:
             del conversation.messages[kept:]
             self.console.print()  # after the ^C the terminal echoed

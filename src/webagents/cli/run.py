@@ -23,8 +23,9 @@ from ..context import is_conversation_id
 from ..errors import ConfigError
 from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
+from ..skills.session import SessionConflict
 from .chat import keep_conversations, new_conversation_id, offline_notice
-from .owner import fail, print_json
+from .owner import FAILURE_EXIT, fail, print_json
 
 
 def check_path_first(path: Path, prompt: str | None) -> None:
@@ -92,7 +93,10 @@ PUSH_SECONDS = 10.0
 async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json: bool) -> None:
     try:
         conversation = await _conversation(agent, path, resume)
-        result = await conversation.send(text)
+        try:
+            result = await conversation.send(text)
+        except SessionConflict as exc:
+            fail(conflict_message(exc, path), FAILURE_EXIT)
     finally:
         try:
             await _push_memory(agent)
@@ -140,9 +144,22 @@ async def _conversation(agent: Agent, path: Path, resume: str | None) -> Convers
         resume = recent[0].id
     if not is_conversation_id(resume):
         fail(f"{resume!r} is not a conversation id: `webagents sessions {path} list` shows them")
-    session = sessions.store.load(namespace, resume)
-    if session is None:
+    if sessions.store.load(namespace, resume) is None:
         fail(
             f"there is no kept conversation {resume!r}: `webagents sessions {path} list` shows them"
         )
-    return await agent.start(owner, conversation_id=session["id"], messages=session["messages"])
+    # Without messages= it goes on from what is kept, and its turn is kept only while it
+    # extends that: a run or chat that kept a turn meanwhile is never overwritten.
+    return await agent.start(owner, conversation_id=resume)
+
+
+def conflict_message(error: SessionConflict, path: Path) -> str:
+    """What `run` says when another run or chat kept a turn of its conversation first."""
+    where = shlex.quote(str(path))
+    return (
+        f"the conversation {error.session_id} was continued by another run or chat after "
+        "this one loaded it: this message was not kept and no reply is shown; what the other "
+        f"kept is left as it is. See it: webagents sessions {where} show {error.session_id}; "
+        "then send this message again, to go on after it: "
+        f'webagents run {where} --resume {error.session_id} "..."'
+    )

@@ -177,6 +177,7 @@ def serve_hosted(
     # --connect without a link (WEBAGENTS_AGENT_TOKEN) names one agent: serve's, not a daemon's.
     forced = bool(connect) and make_host is agent_host
     connector = None if connect is False else Connector(hosted, forced=forced, profile=profile)
+    hosted.connects = connector is not None
     if connector is not None and forced:
         check_connectable(connector)
     sock = bind(host, port)

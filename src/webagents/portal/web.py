@@ -150,6 +150,9 @@ def render(request: Request, template: str, *, status: int = 200, **context: Any
     token = _form_token(known[0], _binding(request, pre_session)) if known else ""
     context.setdefault("user", None)
     context.setdefault("error", None)
+    # Every page's "Sign up" link follows the administrator's choice: none when closed.
+    settings = getattr(request.app.state, "settings", None)
+    context.setdefault("sign_up", getattr(settings, "sign_up", "closed"))
     body = _templates.get_template(template).render(csrf_token=token, **context)
     response = HTMLResponse(body, status_code=status)
     if fresh:

@@ -101,7 +101,7 @@ class FolderHost(AgentHost):
             "reloaded" if previous else "serving",
             served.name,
             folder,
-            served.describe_access(),
+            self.describe_access(served),
         )
 
     def _remove(self, folder: Path) -> None:

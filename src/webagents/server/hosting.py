@@ -42,6 +42,13 @@ class ServedAgent:
         return self.agent.name
 
     @property
+    def relay_portal(self) -> str | None:
+        """The portal whose relayed callers this agent verifies (a published agent's): the
+        one it connects to, unless the server was told not to (--no-connect)."""
+        relay = self.verifier.relay
+        return relay.portal if relay is not None else None
+
+    @property
     def verifies_no_one(self) -> bool:
         """A3: no access: block and no auth skill, so every caller is anonymous."""
         return not self.verifier.configured and self.agent.skill("auth") is None
@@ -94,6 +101,13 @@ class AgentHost:
 
     def __init__(self, agents: list[ServedAgent] | None = None) -> None:
         self._agents = {served.name: served for served in agents or []}
+        self.connects = True
+        """Whether published agents connect to their portals (False with --no-connect): the
+        lines that say who an agent verifies name the portal only then."""
+
+    def describe_access(self, served: ServedAgent) -> str:
+        """Who `served` verifies, as this server serves it (for lines logged while serving)."""
+        return served.describe_access(served.relay_portal if self.connects else None)
 
     def get(self, name: str) -> ServedAgent | None:
         return self._agents.get(name)

@@ -317,6 +317,11 @@ class Skill(Generic[S]):
         wins."""
         return None
 
+    async def before_turn(self, conversation: Conversation) -> None:
+        """Before a turn, with the conversation as it stands (the new input not added yet): a
+        skill that keeps conversations refuses here, before the model is asked, a turn it
+        could already tell it would not keep."""
+
     async def before_model(self, ctx: Context, messages: list[Message]) -> None:
         """Before each model call; may change `messages` (not the system prompt) in place."""
 

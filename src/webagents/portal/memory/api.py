@@ -23,7 +23,7 @@ from ..accounts.scope import AgentScope
 from ..errors import BadInput, Forbidden
 from . import search as searching
 from . import service
-from .quotas import quotas_of
+from .quotas import QuotaExceeded, quotas_of
 from .repository import MemoryStore
 from .schemas import PutIn, SyncIn, cursor_of
 
@@ -132,18 +132,21 @@ def write(
 ) -> JSONResponse:
     _check_agent(scope, agentId)
     _check_agent(scope, body.agentId)
-    entry = service.put(
-        MemoryStore.for_agent(db, scope),
-        namespace=body.namespace,
-        key=body.key,
-        content=body.content,
-        description=body.description,
-        source=body.source,
-        at=body.at,
-        content_sha256=body.content_sha256,
-        by=service.BY_AGENT,
-        quotas=quotas_of(request),
-    )
+    try:
+        entry = service.put(
+            MemoryStore.for_agent(db, scope),
+            namespace=body.namespace,
+            key=body.key,
+            content=body.content,
+            description=body.description,
+            source=body.source,
+            at=body.at,
+            content_sha256=body.content_sha256,
+            by=service.BY_AGENT,
+            quotas=quotas_of(request),
+        )
+    except QuotaExceeded as exc:
+        return exc.answer(db)
     _woken(request, db)
     return _json({"entry": entry.model_dump(mode="json")})
 
@@ -180,13 +183,16 @@ def push(
     action: str,
     body: SyncIn,
     agentId: str | None = None,
-) -> dict[str, int]:
+) -> JSONResponse:
     _check_agent(scope, agentId)
     _check_agent(scope, body.agentId)
     if action != "sync":
         raise BadInput("POST takes action=sync (with {namespace, lines})")
-    applied = service.apply_lines(
-        MemoryStore.for_agent(db, scope), body.namespace, body.lines, quotas=quotas_of(request)
-    )
+    try:
+        applied = service.apply_lines(
+            MemoryStore.for_agent(db, scope), body.namespace, body.lines, quotas=quotas_of(request)
+        )
+    except QuotaExceeded as exc:
+        return exc.answer(db)
     _woken(request, db)
-    return {"applied": applied}
+    return _json({"applied": applied})

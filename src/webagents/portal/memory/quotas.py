@@ -24,16 +24,41 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
 from starlette.requests import Request
 
+from ...openai_wire import error_body
+from ...server.api_errors import error_type
 from ..errors import PortalError
 
 MB = 1024 * 1024
 
 
 class QuotaExceeded(PortalError):
+    """A write over a quota; `option` is the `portal serve` option that sets it."""
+
     status = 429
     code = "quota_exceeded"
+
+    def __init__(self, message: str, *, code: str, option: str) -> None:
+        super().__init__(message, code=code)
+        self.option = option
+
+    def answer(self, db: Session) -> JSONResponse:
+        """The API's answer, in the endpoint (the portal's error handler has no `param` to
+        give): the request's transaction rolled back first, so nothing of the refused write
+        is kept (a push's earlier lines included), then OpenAI's error shape with the
+        quota's option as its `param`.
+
+        No `Retry-After`: a quota is a count, not a rate, and waiting does not free it (only
+        forgetting notes, or a larger option, does); a client that retried after the pause
+        would be refused the same. Our sync keeps the line waiting and pushes it again later.
+        """
+        db.rollback()
+        body = error_body(self.message, error_type(self.status), self.code)
+        body["error"]["param"] = self.option
+        return JSONResponse(body, status_code=self.status)
 
 
 @dataclass(frozen=True)
@@ -104,6 +129,7 @@ def check_write(
             f"({quotas.agent_entries:,}); nothing was stored: {free} "
             f"{OPTIONS['agent_entries']}",
             code="agent_entries_quota",
+            option=OPTIONS["agent_entries"],
         )
     if size > 0 and agent.bytes + size > quotas.agent_bytes:
         raise QuotaExceeded(
@@ -111,6 +137,7 @@ def check_write(
             f"{_size(agent.bytes + size)}, over the {_size(quotas.agent_bytes)} it may keep; "
             f"nothing was stored: {free} {OPTIONS['agent_bytes']}",
             code="agent_bytes_quota",
+            option=OPTIONS["agent_bytes"],
         )
     if entries > 0 and user.entries + entries > quotas.user_entries:
         raise QuotaExceeded(
@@ -118,6 +145,7 @@ def check_write(
             f"most one user's agents may ({quotas.user_entries:,}); nothing was stored: "
             f"{free} {OPTIONS['user_entries']}",
             code="user_entries_quota",
+            option=OPTIONS["user_entries"],
         )
     if size > 0 and user.bytes + size > quotas.user_bytes:
         raise QuotaExceeded(
@@ -125,4 +153,5 @@ def check_write(
             f"{_size(user.bytes + size)}, over the {_size(quotas.user_bytes)} one user's "
             f"agents may keep; nothing was stored: {free} {OPTIONS['user_bytes']}",
             code="user_bytes_quota",
+            option=OPTIONS["user_bytes"],
         )

@@ -159,6 +159,19 @@ class SessionSkill(Skill[SessionSettings]):
             kept.session["messages"],
         )
 
+    async def before_turn(self, conversation: Conversation) -> None:
+        """A turn this conversation could not keep (another writer kept turns it lacks) is
+        a SessionConflict now, before the model computes a reply that would be thrown away.
+        Cheap: the files' sizes and times, read again only when they changed. The race
+        stays possible (a writer between now and the keep): `keep` checks again, under the
+        lock."""
+        kept = _kept(conversation.ctx)
+        if kept is None or conversation.replaces_kept:
+            return  # not kept, or given whole (S6): its keep replaces what is kept
+        await asyncio.to_thread(
+            self.store.check_extends, kept.namespace, kept.id, conversation.messages, kept.version
+        )
+
     async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
         kept = _kept(conversation.ctx)
         if kept is None:

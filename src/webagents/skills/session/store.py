@@ -143,6 +143,33 @@ class LocalSessionStore:
         finally:
             os.close(dir_fd)
 
+    def check_extends(
+        self, namespace: str, session_id: str, messages: list[Message], since: Version | None
+    ) -> None:
+        """SessionConflict when a save of `messages` would be refused now: the kept
+        conversation has messages they do not begin with. Read without the lock (a save
+        checks again under it), and only when the files changed since `since` (None: the
+        conversation was not kept when it was loaded)."""
+        path = self.path(namespace, session_id)
+        dir_fd = self._open_folder(namespace, create=False)
+        if dir_fd is None:
+            return  # nothing kept: a save adds it
+        try:
+            state = _state(path.name, dir_fd)
+            if state is None:
+                return
+            if since is not None and state == since.snapshot:
+                journal = _state(journal_path(path).name, dir_fd)
+                if (journal[1] if journal else 0) == since.journal:
+                    return  # unchanged since this conversation read or wrote it
+            current = read_session(path, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        if current is not None and _common_prefix(current[0]["messages"], messages) < len(
+            current[0]["messages"]
+        ):
+            raise SessionConflict(session_id)
+
     def admit(self, namespace: str) -> None:
         """SessionLimitError when a new conversation of this caller would pass a limit."""
         dir_fd = self._open_folder(namespace, create=False)
