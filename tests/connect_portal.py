@@ -1,7 +1,8 @@
 """A small fake portal for Portal Connect's agent side (docs/portal.md, "Portal Connect"): a
 websockets server on loopback that takes an agent's connection at /ws (by its key), sends
 hello, relays requests with assertions it signs with a test RSA key, and serves that key's
-JWKS at /.well-known/jwks.json over plain HTTP on the same port."""
+JWKS at /.well-known/jwks.json and the owner's allowOthers at /api/agents/<id>/access over
+plain HTTP on the same port."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ class FakePortal:
         self.refuse: str | None = None
         """"status": 401 before the upgrade; "close": 4401 after it; "missing": no /ws (403)."""
         self.hello_agent_id: str | None = None
+        self.allow_others = True
+        """The owner's choice, as GET /api/agents/<id>/access answers it to the auth skill."""
         self._replies: dict[str, asyncio.Queue[dict[str, Any]]] = {}
         self.connected = asyncio.Event()
 
@@ -123,6 +126,12 @@ class FakePortal:
         if request.path == "/.well-known/jwks.json":
             self.jwks_fetches += 1
             answer = connection.respond(HTTPStatus.OK, json.dumps(self.jwks()))
+            answer.headers = Headers({"Content-Type": "application/json"})
+            answer.headers["Content-Length"] = str(len(answer.body))
+            return answer
+        if request.path == f"/api/agents/{self.agent_id}/access":
+            body = json.dumps({"allowOthers": self.allow_others})
+            answer = connection.respond(HTTPStatus.OK, body)
             answer.headers = Headers({"Content-Type": "application/json"})
             answer.headers["Content-Length"] = str(len(answer.body))
             return answer
