@@ -313,7 +313,7 @@ async def test_m10_episodes_land_in_the_callers_namespace_only(tmp_path: Path) -
 
 
 def memory_rights(caller: Caller) -> Any:
-    from webagents.skills.memory import rights_of
+    from webagents.rights import rights_of
 
     return rights_of(caller)
 

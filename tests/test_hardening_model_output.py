@@ -20,7 +20,7 @@ from starlette.testclient import TestClient
 
 from webagents import Agent, TextDelta, TurnResult, tool
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.chat_completions import OpenAIModel
 from webagents.errors import ModelError, ToolError
 from webagents.model import (

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from webagents import Agent, Caller, load_agent
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.errors import AgentFileError
 from webagents.home import sessions_dir
 from webagents.model import ModelRequest

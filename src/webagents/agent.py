@@ -22,7 +22,7 @@ from .model import Message, Model, Usage
 from .skills.base import Skill, Tool, as_tool
 
 if TYPE_CHECKING:
-    from .agent_file import AgentSpec
+    from .agent_spec import AgentSpec
 
 DEFAULT_MAX_TURNS = 20
 log = logging.getLogger("webagents.agent")

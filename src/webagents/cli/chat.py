@@ -32,8 +32,8 @@ from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
+from ..rights import rights_of
 from ..skills.base import SlashCommand
-from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
 from ..skills.session import SessionConflict, SessionFile, SessionSkill, SessionSummary
 from ..skills.session.portal import merged

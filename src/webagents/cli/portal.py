@@ -14,9 +14,10 @@ import click
 
 from ..errors import ConfigError
 from ..portal.db.gate import GateLimits
-from . import current_profile, profile_option, run_or_exit
 from .connection_options import connection_options
+from .exit_codes import run_or_exit
 from .memory_quotas import memory_quota_options, memory_quotas
+from .profile_option import current_profile, profile_option
 
 # The database gate's defaults, for the options' (asyncio alone: no extra package needed).
 _GATE = GateLimits()

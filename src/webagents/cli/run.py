@@ -21,7 +21,7 @@ from ..agent_file import AGENT_FILE, load_agent
 from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError
-from ..skills.memory.rights import rights_of
+from ..rights import rights_of
 from ..skills.memory.skill import MemorySkill
 from ..skills.session import SessionConflict
 from .chat import keep_conversations, new_conversation_id, offline_notice
