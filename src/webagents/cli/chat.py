@@ -166,7 +166,7 @@ class ChatApp:
     async def _conversation(self) -> Conversation:
         if self.conversation is None:
             self.conversation = await self.agent.start(
-                Caller.owner(), conversation_id=new_conversation_id()
+                caller=Caller.owner(), conversation_id=new_conversation_id()
             )
         return self.conversation
 
@@ -318,7 +318,7 @@ class ChatApp:
         # messages, with turns this machine lacks, are given to replace it.
         given = None if session is here else session["messages"]
         self.conversation = await self.agent.start(
-            Caller.owner(), conversation_id=session["id"], messages=given
+            caller=Caller.owner(), conversation_id=session["id"], messages=given
         )
         messages = self.conversation.messages
         turns = sum(1 for m in messages if m.get("role") == "user")
@@ -459,7 +459,7 @@ def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:
 def offline_notice(agent: Agent) -> str:
     """What the chat and `run` say with --offline: where replies come from, and (for an agent
     with the memory skill) the phrases that make the offline model keep and list notes."""
-    from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE
+    from ..offline import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE
 
     has_memory = agent.skill("memory") is not None
     return f"{OFFLINE_NOTICE}\n{OFFLINE_MEMORY_HINT}" if has_memory else OFFLINE_NOTICE
@@ -476,7 +476,7 @@ def run_chat(
 
     model = notice = None
     if offline:
-        from ..testing import OfflineModel
+        from ..offline import OfflineModel
 
         model = OfflineModel()
     agent = load_agent(path, model=model, profile=profile)

@@ -195,7 +195,7 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
     from ..portal.app import create_app
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
     from ..portal.settings import check_public_url, check_sign_up
-    from ..server.connections import ConnectionLimits
+    from ..server.connection_limits import ConnectionLimits
     from .serve import bind, connection_guard, serve_guarded
 
     host, port, embeddings = options["host"], options["port"], options["embeddings"]
