@@ -199,7 +199,8 @@ class Agent:
         return "\n\n".join(p for p in parts if p)
 
     async def run(self, input: str, *, caller: Caller | None = None) -> TurnResult:
-        """One turn of a new conversation."""
+        """One turn of a new conversation, as the owner unless `caller` says otherwise (a
+        one-line helper for the owner's own scripts; `start` has no default)."""
         conversation = await self.start(caller=caller or Caller.owner())
         return await conversation.send(input)
 
