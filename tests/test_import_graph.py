@@ -116,6 +116,32 @@ def test_layers_src_webagents_has_no_import_circle() -> None:
     check_no_circle(SRC)
 
 
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module `start` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_layers_the_agent_files_data_imports_nothing_of_the_runtime() -> None:
+    assert _reachable(import_graph(SRC), "webagents.agent_spec") == {"webagents.caller"}
+
+
+def test_layers_skills_never_import_the_agent_the_loop_or_the_loader() -> None:
+    graph = import_graph(SRC)
+    above = {"webagents.agent", "webagents._loop", "webagents.agent_file"}
+    reaching = {
+        module: sorted(_reachable(graph, module) & above)
+        for module in graph
+        if module.startswith("webagents.skills") and _reachable(graph, module) & above
+    }
+    assert reaching == {}
+
+
 def _write(root: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         path = root / name
