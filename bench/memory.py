@@ -36,7 +36,8 @@ from _timing import median_ms
 
 from webagents import Agent, Caller
 from webagents.context import AgentInfo, Context
-from webagents.skills.memory import MemorySkill, rights_of
+from webagents.rights import rights_of
+from webagents.skills.memory import MemorySkill
 from webagents.skills.memory.index import MemoryIndex, fts_query, namespace_id
 from webagents.skills.memory.layout import namespace_folder
 from webagents.skills.memory.note_file import Note

@@ -84,7 +84,7 @@ async def run_size(size: int, repeat: int, work: Path) -> list[tuple[str, str, f
     folder.mkdir()
     skill = SessionSkill(agent_dir=folder)
     agent = Agent("bench", "Be brief.", skills=[skill], model=ScriptedModel())
-    ongoing = await agent.start(Caller.owner(), conversation_id="bench", messages=messages)
+    ongoing = await agent.start(caller=Caller.owner(), conversation_id="bench", messages=messages)
     result = TurnResult(output="")
     await ongoing.keep(result)
 

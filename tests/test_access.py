@@ -20,7 +20,8 @@ from starlette.routing import Route
 
 from webagents import Caller
 from webagents.access import AccessVerifier, Unauthorized
-from webagents.agent_file import AccessSpec, JwtIssuer, parse_spec
+from webagents.agent_file import parse_spec
+from webagents.agent_spec import AccessSpec, JwtIssuer
 from webagents.errors import AgentFileError, ConfigError, ToolError
 from webagents.testing import AppServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from webagents import load_agent
-from webagents.agent_file import KNOWN_KEYS, load_spec
+from webagents.agent_file import KNOWN_KEYS, build_skills, load_spec
 from webagents.errors import AgentFileError, ConfigError
 from webagents.skills.openai import OpenAIModel, OpenAISkill
 from webagents.testing import ScriptedModel
@@ -33,8 +33,9 @@ skills:
     assert [(e.name, e.settings, e.line) for e in spec.skills] == [
         ("openai", {"temperature": 0.2}, 6)
     ]
-    assert isinstance(spec.skills[0].skill, OpenAISkill)
-    assert spec.skills[0].skill.settings.temperature == 0.2
+    [skill] = build_skills(spec)
+    assert isinstance(skill, OpenAISkill)
+    assert skill.settings.temperature == 0.2
     assert spec.path == (folder / "AGENT.md").resolve()
 
 

@@ -10,7 +10,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from webagents import Agent, Context, Skill, Usage, tool
+from webagents import Agent, Caller, Context, Skill, Usage, tool
 from webagents.cli.chat import ChatApp, PromptReader
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
@@ -240,7 +240,9 @@ class _Elsewhere(Skill):  # type: ignore[type-arg]
         async def elsewhere(io: ChatIO, ctx: Context, args: str) -> None:
             other, _ = _kept_agent(self.folder)
             assert ctx.conversation_id is not None
-            conversation = await other.start(conversation_id=ctx.conversation_id)
+            conversation = await other.start(
+                caller=Caller.owner(), conversation_id=ctx.conversation_id
+            )
             await conversation.send(args)
 
         return [SlashCommand("elsewhere", "keep a turn from another chat", elsewhere)]

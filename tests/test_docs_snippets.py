@@ -33,7 +33,8 @@ from typing import Any
 import pytest
 
 from webagents import Agent
-from webagents.testing import OfflineModel, ScriptedServer
+from webagents.offline import OfflineModel
+from webagents.testing import ScriptedServer
 
 from .conftest import REPO_ROOT
 

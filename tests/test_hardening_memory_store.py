@@ -159,7 +159,7 @@ async def test_hardening_m4_a_lone_surrogate_in_a_tool_argument_is_a_tool_error(
     model = ScriptedModel([call("memory_write", raw), "noted"])
     skill = MemorySkill()
     agent = Agent("keeper", "Keep notes.", skills=[skill], model=model, directory=tmp_path)
-    conversation = await agent.start(ALICE)
+    conversation = await agent.start(caller=ALICE)
     result = await conversation.send("remember this")
     assert result.output == "noted"
     assert result.messages[1] == {
@@ -176,7 +176,7 @@ async def test_hardening_m4_a_surrogate_pair_is_text_and_is_kept(tmp_path: Path)
     model = ScriptedModel([call("memory_write", raw), "noted"])
     skill = MemorySkill()
     agent = Agent("keeper", "Keep notes.", skills=[skill], model=model, directory=tmp_path)
-    result = await (await agent.start(ALICE)).send("remember this")
+    result = await (await agent.start(caller=ALICE)).send("remember this")
     assert json.loads(result.messages[1]["content"])["saved"] == "plan"
     assert (await use(skill, ALICE, "memory_read", key="plan"))["content"] == "a smile 😀"
 

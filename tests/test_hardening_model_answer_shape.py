@@ -20,9 +20,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from webagents import Agent, TextDelta, TurnResult, tool
+from webagents import Agent, Caller, TextDelta, TurnResult, tool
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.chat_completions import OpenAIModel
 from webagents.errors import ModelError, ToolError
 from webagents.model import (
@@ -343,7 +343,7 @@ async def test_hardening_tool_arguments_as_a_json_object_are_taken_as_that_objec
     agent = Agent("helper", tools=[look_up], model=model)
     with caplog.at_level(logging.INFO):
         if stream:
-            conversation = await agent.start()
+            conversation = await agent.start(caller=Caller.owner())
             result = [event async for event in conversation.stream("tea?")][-1]
         else:
             result = await agent.run("tea?")
@@ -452,7 +452,7 @@ NOT_TEXT = "the model numbers replied with content that is a number (int), not t
 async def test_hardening_a_models_content_that_is_not_text_is_a_model_error(
     stream: bool,
 ) -> None:
-    conversation = await Agent("helper", model=_NumberModel()).start()
+    conversation = await Agent("helper", model=_NumberModel()).start(caller=Caller.owner())
     with pytest.raises(ModelError) as caught:
         if stream:
             _ = [event async for event in conversation.stream("hi")]

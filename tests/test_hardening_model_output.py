@@ -18,9 +18,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from webagents import Agent, TextDelta, TurnResult, tool
+from webagents import Agent, Caller, TextDelta, TurnResult, tool
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.chat_completions import OpenAIModel
 from webagents.errors import ModelError, ToolError
 from webagents.model import (
@@ -60,7 +60,9 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
 async def test_hardening_a_lone_surrogate_in_a_reply_is_answered_and_kept_as_u_fffd(
     stream: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conversation = await Agent("echo", model=FunctionModel(lambda _: LONE, name="odd")).start()
+    conversation = await Agent("echo", model=FunctionModel(lambda _: LONE, name="odd")).start(
+        caller=Caller.owner()
+    )
     with caplog.at_level(logging.INFO):
         events = [event async for event in conversation.stream("hi")] if stream else []
         result = events[-1] if stream else await conversation.send("hi")
@@ -90,7 +92,7 @@ class _Halves(Model):
 
 
 async def test_hardening_a_surrogate_pair_split_across_deltas_streams_as_what_is_kept() -> None:
-    conversation = await Agent("echo", model=_Halves()).start()
+    conversation = await Agent("echo", model=_Halves()).start(caller=Caller.owner())
     events = [event async for event in conversation.stream("hi")]
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     result = events[-1]

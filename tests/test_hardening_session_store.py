@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from webagents import Agent, Caller, load_agent
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.errors import AgentFileError
 from webagents.home import sessions_dir
 from webagents.model import ModelRequest
@@ -63,8 +63,8 @@ async def test_hardening_s7_a_caller_folder_linked_to_another_callers_is_refused
 ) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(BOB, conversation_id="plan")).send("bob's secret plan")
-    await (await agent.start(ALICE, conversation_id="mine")).send("alice's")
+    await (await agent.start(caller=BOB, conversation_id="plan")).send("bob's secret plan")
+    await (await agent.start(caller=ALICE, conversation_id="mine")).send("alice's")
     bob = _root(folder) / "callers" / caller_hash(BOB.namespace or "")
     alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     shutil.rmtree(alice)
@@ -73,7 +73,7 @@ async def test_hardening_s7_a_caller_folder_linked_to_another_callers_is_refused
 
     for conversation in ("plan", "new"):  # reading bob's, or adding one to his folder
         with pytest.raises(SessionLinkError) as refused:
-            await (await agent.start(ALICE, conversation_id=conversation)).send("mine now")
+            await (await agent.start(caller=ALICE, conversation_id=conversation)).send("mine now")
         assert str(refused.value) == (
             f"{alice} is a symbolic link or not a folder; nothing is written through it "
             "(replace it with a real folder or file, or remove it); the conversations there "
@@ -88,14 +88,14 @@ async def test_hardening_s7_a_lock_file_that_is_a_link_leaves_its_target_untouch
 ) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="plan")).send("hi")
+    await (await agent.start(caller=ALICE, conversation_id="plan")).send("hi")
     alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     target = tmp_path / "precious.txt"
     target.write_bytes(b"never written by the agent\n")
     before = target.stat()
     (alice / ".lock").unlink()
     (alice / ".lock").symlink_to(target)
-    conversation = await agent.start(ALICE, conversation_id="plan")
+    conversation = await agent.start(caller=ALICE, conversation_id="plan")
     with pytest.raises(SessionLinkError, match=r"\.lock is a symbolic link or not a plain file"):
         await conversation.send("again")
     assert target.read_bytes() == b"never written by the agent\n"
@@ -111,10 +111,10 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_sessions(
     folder = tmp_path / "helper"
     agent = _agent(folder, caller_sessions=2)
     for conversation in ("one", "two"):
-        await (await agent.start(ALICE, conversation_id=conversation)).send("hi")
+        await (await agent.start(caller=ALICE, conversation_id=conversation)).send("hi")
     for _ in range(2):
         with pytest.raises(SessionLimitError) as refused:
-            await agent.start(ALICE, conversation_id="three")
+            await agent.start(caller=ALICE, conversation_id="three")
     assert str(refused.value) == (
         "this agent keeps at most 2 conversations for each caller, and yours are all kept; "
         "continue one of them (its metadata.session_id), or send no metadata.session_id to be "
@@ -122,11 +122,11 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_sessions(
     )
     # Kept ones go on (from their kept turn); another caller and the owner have their own
     # room (the owner: no limit).
-    result = await (await agent.start(ALICE, conversation_id="two")).send("more")
+    result = await (await agent.start(caller=ALICE, conversation_id="two")).send("more")
     assert result.output == "seen 4"
-    await (await agent.start(BOB, conversation_id="three")).send("hi")
+    await (await agent.start(caller=BOB, conversation_id="three")).send("hi")
     for n in range(4):
-        await (await agent.start(Caller.owner(), conversation_id=f"o{n}")).send("hi")
+        await (await agent.start(caller=Caller.owner(), conversation_id=f"o{n}")).send("hi")
     kept = sorted(str(p.relative_to(_root(folder))) for p in _root(folder).rglob("*.json"))
     assert len(kept) == 2 + 1 + 4
     logged = [r.getMessage() for r in caplog.records if r.name == "webagents.session"]
@@ -142,8 +142,8 @@ async def test_hardening_quota_two_new_conversations_at_once_never_pass_the_limi
     """Both started before either was kept: the second is refused when it is kept."""
     folder = tmp_path / "helper"
     agent = _agent(folder, caller_sessions=1)
-    first = await agent.start(ALICE, conversation_id="one")
-    second = await agent.start(ALICE, conversation_id="two")
+    first = await agent.start(caller=ALICE, conversation_id="one")
+    second = await agent.start(caller=ALICE, conversation_id="two")
     await first.send("hi")
     with pytest.raises(SessionLimitError):
         await second.send("hi")
@@ -153,9 +153,9 @@ async def test_hardening_quota_two_new_conversations_at_once_never_pass_the_limi
 
 async def test_hardening_quota_the_owner_is_limited_only_when_set(tmp_path: Path) -> None:
     agent = _agent(tmp_path / "helper", owner_sessions=1)
-    await (await agent.start(Caller.owner(), conversation_id="one")).send("hi")
+    await (await agent.start(caller=Caller.owner(), conversation_id="one")).send("hi")
     with pytest.raises(SessionLimitError, match="at most 1 conversations for its owner"):
-        await agent.start(Caller.owner(), conversation_id="two")
+        await agent.start(caller=Caller.owner(), conversation_id="two")
 
 
 ISSUER = "https://id.example.com"
@@ -184,19 +184,19 @@ async def test_hardening_quota_channel_senders_and_jwt_callers_with_conversation
     agent = _agent(tmp_path / "helper", **caps)
     callers = [newcomer(n) for n in range(4)]
     for caller in callers[:2]:
-        await (await agent.start(caller, conversation_id="c")).send("hi")
-    await (await agent.start(ALICE, conversation_id="c")).send("an API key's caller")
+        await (await agent.start(caller=caller, conversation_id="c")).send("hi")
+    await (await agent.start(caller=ALICE, conversation_id="c")).send("an API key's caller")
     for other in NEWCOMERS:
         if other[0] != setting:
-            await (await agent.start(other[2](9), conversation_id="c")).send("another kind")
+            await (await agent.start(caller=other[2](9), conversation_id="c")).send("another kind")
     for caller in callers[2:]:
         with pytest.raises(SessionLimitError) as refused:
-            await agent.start(caller, conversation_id="c")
+            await agent.start(caller=caller, conversation_id="c")
         assert str(refused.value) == (
             f"this agent keeps conversations for at most 2 {who}, and has them all; send no "
             "metadata.session_id to be answered without keeping the conversation"
         )
-    await (await agent.start(callers[0], conversation_id="d")).send("a known one goes on")
+    await (await agent.start(caller=callers[0], conversation_id="d")).send("a known one goes on")
     assert [r.getMessage() for r in caplog.records if r.name == "webagents.session"] == [
         f"session: refusing the conversations of new {who}: 2 {who} have conversations, the "
         f"most this agent keeps (the session skill's {setting} setting)"
@@ -327,8 +327,8 @@ async def test_hardening_lookalike_a_caller_folder_names_its_caller_by_its_marke
     whose it is without the memory skill), and a marker naming another caller is not believed."""
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="mine")).send("hello")
-    await (await agent.start(BOB, conversation_id="his")).send("hello")
+    await (await agent.start(caller=ALICE, conversation_id="mine")).send("hello")
+    await (await agent.start(caller=BOB, conversation_id="his")).send("hello")
     skill = agent.skill("session")
     assert isinstance(skill, SessionSkill)
     store = skill.store
@@ -429,14 +429,14 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
 ) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder, caller_session_bytes=3000)
-    await (await agent.start(ALICE, conversation_id="one")).send("x" * 1500)
+    await (await agent.start(caller=ALICE, conversation_id="one")).send("x" * 1500)
     alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     kept = (alice / "one.json").stat().st_size
     before = _files(alice)
 
     # A new conversation, and a kept one that grows, are refused when they would pass it.
     with pytest.raises(SessionLimitError) as refused:
-        await (await agent.start(ALICE, conversation_id="two")).send("y" * 1500)
+        await (await agent.start(caller=ALICE, conversation_id="two")).send("y" * 1500)
     made = _would_make(refused)
     assert str(refused.value) == _bytes_refusal(
         3000, f"keeping this turn would make {made}, so it was not kept"
@@ -446,7 +446,7 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
     assert isinstance(skill, SessionSkill)
     history = skill.store.load(ALICE.namespace or "", "one")
     assert history is not None
-    one = await agent.start(ALICE, conversation_id="one", messages=history["messages"])
+    one = await agent.start(caller=ALICE, conversation_id="one", messages=history["messages"])
     with pytest.raises(SessionLimitError) as grown:
         await one.send("z" * 1500)
     assert str(grown.value) == _bytes_refusal(
@@ -455,20 +455,20 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
     assert _files(alice) == before  # nothing written, nothing damaged
 
     # Bob has room of his own; the owner has no limit unless owner_session_bytes is set.
-    await (await agent.start(BOB, conversation_id="two")).send("y" * 1500)
+    await (await agent.start(caller=BOB, conversation_id="two")).send("y" * 1500)
     for n in range(3):
-        await (await agent.start(Caller.owner(), conversation_id=f"o{n}")).send("o" * 1500)
+        await (await agent.start(caller=Caller.owner(), conversation_id=f"o{n}")).send("o" * 1500)
 
     # Past the limit (lowered since), a new conversation is refused before the model is
     # asked; a shorter conversation under a kept id always goes through.
     model = FunctionModel(_echo)
     lowered = _agent(folder, model, caller_session_bytes=1000)
     with pytest.raises(SessionLimitError) as full:
-        await lowered.start(ALICE, conversation_id="three")
+        await lowered.start(caller=ALICE, conversation_id="three")
     assert str(full.value) == _bytes_refusal(1000, f"yours take {kept}")
     assert model.requests == []
     # A shorter one, given whole as a served client sends it (S6), replaces what was kept.
-    shorter = await lowered.start(ALICE, conversation_id="one", messages=[])
+    shorter = await lowered.start(caller=ALICE, conversation_id="one", messages=[])
     result = await shorter.send("short")
     assert result.output == "seen 2"
     assert sorted(_files(alice)) == [".lock", ".namespace", "one.json"]
@@ -492,8 +492,8 @@ async def test_hardening_quota_session_bytes_count_what_another_process_kept(
     another process (here: another agent on the same folder) kept meanwhile count too."""
     folder = tmp_path / "helper"
     first, second = (_agent(folder, caller_session_bytes=4000) for _ in range(2))
-    started = await first.start(ALICE, conversation_id="one")  # nothing kept yet: room
-    await (await second.start(ALICE, conversation_id="big")).send("b" * 2500)
+    started = await first.start(caller=ALICE, conversation_id="one")  # nothing kept yet: room
+    await (await second.start(caller=ALICE, conversation_id="big")).send("b" * 2500)
     with pytest.raises(SessionLimitError) as refused:
         await started.send("a" * 2500)
     assert str(refused.value) == _bytes_refusal(
@@ -505,9 +505,9 @@ async def test_hardening_quota_session_bytes_count_what_another_process_kept(
 
 async def test_hardening_quota_the_owner_session_bytes_only_when_set(tmp_path: Path) -> None:
     agent = _agent(tmp_path / "helper", owner_session_bytes=2000)
-    await (await agent.start(Caller.owner(), conversation_id="one")).send("x" * 1000)
+    await (await agent.start(caller=Caller.owner(), conversation_id="one")).send("x" * 1000)
     with pytest.raises(SessionLimitError) as refused:
-        await (await agent.start(Caller.owner(), conversation_id="two")).send("y" * 1000)
+        await (await agent.start(caller=Caller.owner(), conversation_id="two")).send("y" * 1000)
     assert str(refused.value) == _bytes_refusal(
         2000,
         f"keeping this turn would make {_would_make(refused)}, so it was not kept",
@@ -618,7 +618,7 @@ async def test_hardening_s7_a_hard_linked_journal_is_refused_and_the_other_calle
     agent = _agent(folder)
     for caller in (BOB, ALICE):
         for text in ("first", "second"):  # the second turn is appended to the journal
-            await (await agent.start(caller, conversation_id="hl")).send(text)
+            await (await agent.start(caller=caller, conversation_id="hl")).send(text)
     callers = _root(folder) / "callers"
     bobs = callers / caller_hash(BOB.namespace or "") / ".hl.journal"
     alices = callers / caller_hash(ALICE.namespace or "") / ".hl.journal"
@@ -627,7 +627,7 @@ async def test_hardening_s7_a_hard_linked_journal_is_refused_and_the_other_calle
     os.link(bobs, alices)
     before = bobs.read_bytes()
     with pytest.raises(SessionLinkError) as refused:
-        await (await agent.start(ALICE, conversation_id="hl")).send("injected")
+        await (await agent.start(caller=ALICE, conversation_id="hl")).send("injected")
     assert str(refused.value) == (
         f"{alices} is a file with another name (a hard link); nothing is written through it "
         "(replace it with a real folder or file, or remove it); the conversations there are "

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from webagents.caller import Caller, shown_to_owner
 from webagents.model import ModelRequest
-from webagents.skills.memory import rights_of
-from webagents.testing import OFFLINE_MEMORY_HINT, OFFLINE_RECALL, OFFLINE_REMEMBER, OfflineModel
+from webagents.offline import OFFLINE_MEMORY_HINT, OFFLINE_RECALL, OFFLINE_REMEMBER, OfflineModel
+from webagents.rights import rights_of
 
 from .memory_helpers import OWNER, memory_agent, use
 

@@ -107,7 +107,7 @@ async def test_r3_streaming_yields_deltas_tool_events_and_the_result_last() -> N
     model = ScriptedModel(
         [reply("Let me add.", call("add", a=1, b=2)), "The sum is 3, as computed."]
     )
-    conversation = await Agent("calc", tools=[add], model=model).start()
+    conversation = await Agent("calc", tools=[add], model=model).start(caller=Caller.owner())
     events = [event async for event in conversation.stream("1+2?")]
 
     assert isinstance(events[-1], TurnResult)
@@ -125,10 +125,26 @@ async def test_r3_streaming_yields_deltas_tool_events_and_the_result_last() -> N
     assert events[-1].output == "The sum is 3, as computed."
 
 
+async def test_a1_agent_start_needs_its_caller_named() -> None:
+    """A forgotten caller is an error, never the owner: `Agent.start` takes the caller by
+    keyword, with no default."""
+    agent = Agent("a", model=ScriptedModel(["Hi."]))
+    with pytest.raises(TypeError) as forgotten:
+        await agent.start()  # type: ignore[call-arg]
+    assert str(forgotten.value) == (
+        "Agent.start() missing 1 required keyword-only argument: 'caller'"
+    )
+    with pytest.raises(TypeError) as positional:
+        await agent.start(Caller.verified("alice"))  # type: ignore[misc]
+    assert str(positional.value) == "Agent.start() takes 1 positional argument but 2 were given"
+    conversation = await agent.start(caller=Caller.verified("alice"))
+    assert conversation.caller == Caller.verified("alice")
+
+
 async def test_r3_turn_limit_stops_a_model_that_never_answers() -> None:
     model = ScriptedModel([call("add", a=1, b=1)] * 3)
     agent = Agent("calc", tools=[add], model=model, max_turns=3)
-    conversation = await agent.start()
+    conversation = await agent.start(caller=Caller.owner())
     with pytest.raises(TurnLimitError) as caught:
         await conversation.send("loop forever")
     assert str(caught.value) == (
@@ -157,7 +173,7 @@ async def test_r5_system_prompt_is_byte_identical_across_turns() -> None:
     model = ScriptedModel(["one", call("add", a=1, b=1), "two", "three", "new"])
     skill = CountingPrompt()
     agent = Agent("calc", "Be exact.", skills=[skill], tools=[add], model=model)
-    conversation = await agent.start()
+    conversation = await agent.start(caller=Caller.owner())
     for text in ("first", "second", "third"):
         await conversation.send(text)
 
@@ -173,7 +189,7 @@ async def test_r5_system_prompt_is_byte_identical_across_turns() -> None:
         "third",
     ]
     # A new conversation builds its own prompt once.
-    await (await agent.start()).send("fresh")
+    await (await agent.start(caller=Caller.owner())).send("fresh")
     assert model.requests[4].messages[0]["content"] == "Be exact.\n\nPrompt version 2 for owner."
 
 
@@ -185,7 +201,9 @@ async def test_r5_a_kept_prompt_snapshot_is_reused_as_is() -> None:
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "hello"},
     ]
-    conversation = await agent.start(messages=earlier, system_prompt="The snapshot.")
+    conversation = await agent.start(
+        caller=Caller.owner(), messages=earlier, system_prompt="The snapshot."
+    )
     await conversation.send("again")
     assert skill.asked == 0
     assert model.requests[0].messages == [
@@ -236,7 +254,9 @@ async def test_r4_hooks_run_in_order_with_the_conversations_context() -> None:
     skill = Recorder()
     model = ScriptedModel([call("whoami"), "done"])
     agent = Agent("r", skills=[skill], model=model)
-    conversation = await agent.start(Caller.verified("alice@example.com"), conversation_id="c1")
+    conversation = await agent.start(
+        caller=Caller.verified("alice@example.com"), conversation_id="c1"
+    )
     await conversation.send("who am I?")
     assert skill.seen == [
         "start verified 'alice@example.com' c1",
@@ -251,15 +271,15 @@ async def test_r4_tools_are_listed_per_caller() -> None:
     skill = Recorder()
     model = ScriptedModel(["a", "b", call("secret")])
     agent = Agent("r", skills=[skill], model=model)
-    await (await agent.start(Caller.verified("alice@example.com"))).send("hi")
-    await (await agent.start(Caller.anonymous())).send("hi")
+    await (await agent.start(caller=Caller.verified("alice@example.com"))).send("hi")
+    await (await agent.start(caller=Caller.anonymous())).send("hi")
     offered = [[t["function"]["name"] for t in r.tools] for r in model.requests]
     assert offered == [["secret", "whoami"], ["whoami"]]
     # A scripted call to a tool the caller was not offered is a script mismatch, not a call.
     with pytest.raises(
         ScriptMismatch, match=r"calls tool 'secret', but the request offers \['whoami'\]"
     ):
-        await (await agent.start(Caller.anonymous())).send("try")
+        await (await agent.start(caller=Caller.anonymous())).send("try")
 
 
 async def test_before_model_may_change_what_is_sent_but_not_the_system_prompt() -> None:
@@ -270,7 +290,9 @@ async def test_before_model_may_change_what_is_sent_but_not_the_system_prompt() 
             del messages[:-1]
 
     model = ScriptedModel(["a", "b"])
-    conversation = await Agent("t", "System.", skills=[Trim()], model=model).start()
+    conversation = await Agent("t", "System.", skills=[Trim()], model=model).start(
+        caller=Caller.owner()
+    )
     await conversation.send("one")
     await conversation.send("two")
     assert model.requests[1].messages == [
@@ -285,7 +307,7 @@ async def test_two_skills_offering_one_tool_name_are_refused() -> None:
 
     agent = Agent("t", tools=[add], skills=[_AddSkill()], model=ScriptedModel())
     with pytest.raises(ConfigError, match="two skills of agent 't' offer a tool named 'add'"):
-        await agent.start()
+        await agent.start(caller=Caller.owner())
 
 
 class _AddSkill(Skill):  # type: ignore[type-arg]
@@ -354,7 +376,7 @@ async def test_r3_tool_calls_of_one_step_run_concurrently() -> None:
 async def test_a_turn_stopped_mid_step_leaves_a_conversation_a_model_accepts() -> None:
     twice = [call("add", a=1, b=2), call("add", a=3, b=4)]
     model = ScriptedModel([twice, twice])
-    conversation = await Agent("calc", tools=[add], model=model).start()
+    conversation = await Agent("calc", tools=[add], model=model).start(caller=Caller.owner())
     async for event in conversation.stream("add twice"):
         if isinstance(event, ToolCallStarted):
             break  # the consumer goes away while the tools run
@@ -380,7 +402,7 @@ async def test_a_hook_that_edits_messages_changes_only_what_is_sent() -> None:
                 message["content"] = "[redacted]"
 
     model = ScriptedModel(["ok"])
-    conversation = await Agent("r", skills=[Redact()], model=model).start()
+    conversation = await Agent("r", skills=[Redact()], model=model).start(caller=Caller.owner())
     await conversation.send("my secret")
     assert model.requests[0].messages[1] == {"role": "user", "content": "[redacted]"}
     assert conversation.messages == [

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from webagents.skills.memory import rights_of
+from webagents.rights import rights_of
 from webagents.skills.memory.note_file import parse_note
 
 from .conftest import REPO_ROOT

@@ -14,7 +14,8 @@ import pytest
 from webagents import load_agent
 from webagents.context import Context
 from webagents.errors import AgentFileError, ToolError
-from webagents.skills.memory import MemorySkill, rights_of
+from webagents.rights import rights_of
+from webagents.skills.memory import MemorySkill
 from webagents.skills.memory.layout import caller_folder_name
 from webagents.skills.memory.notes import NoteStore
 

@@ -23,8 +23,8 @@ from tests.memory_helpers import ALICE, BOB, OWNER, memory_agent, use
 from tests.memory_portal_double import KEY, MemoryDouble
 from webagents.agent_file import load_agent
 from webagents.errors import ConfigError
+from webagents.rights import rights_of
 from webagents.skills.memory import MemorySkill
-from webagents.skills.memory.rights import rights_of
 from webagents.skills.memory.sync import PortalSync
 from webagents.skills.memory.sync_files import SyncFiles
 

@@ -10,7 +10,7 @@ import pytest
 from webagents import Caller
 from webagents.context import Context
 from webagents.errors import ToolError
-from webagents.skills.memory import rights_of
+from webagents.rights import rights_of
 
 from .memory_helpers import (
     ALICE,

@@ -8,7 +8,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from webagents import Agent, TextDelta, ToolCallFinished, TurnResult, Usage, load_agent, tool
+from webagents import (
+    Agent,
+    Caller,
+    TextDelta,
+    ToolCallFinished,
+    TurnResult,
+    Usage,
+    load_agent,
+    tool,
+)
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
 from webagents.skills.openai import OpenAIModel
@@ -81,7 +90,7 @@ async def test_r3_streaming_over_http_with_tool_calls_and_usage(
         reply("The answer is 42, of course.", usage=Usage(60, 8)),
     )
     openai_model = OpenAIModel("m", base_url=server.base_url)
-    conversation = await Agent("calc", tools=[add], model=openai_model).start()
+    conversation = await Agent("calc", tools=[add], model=openai_model).start(caller=Caller.owner())
     events = [e async for e in conversation.stream("20+22?")]
     await openai_model.aclose()
 

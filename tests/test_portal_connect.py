@@ -26,12 +26,13 @@ from webagents.caller import Caller
 from webagents.cli import main
 from webagents.home import agent_key_file
 from webagents.model import ModelRequest
+from webagents.offline import offline_reply
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.server import connect as connect_module
 from webagents.server.connect import Connector, backoff
 from webagents.server.daemon import FolderHost
 from webagents.skills.auth import AuthSkill
-from webagents.testing import FunctionModel, _offline_reply
+from webagents.testing import FunctionModel
 
 KEY = "rak_test-agent-key"
 FRIDAY = {
@@ -69,7 +70,7 @@ def _model(hanging: asyncio.Event, stopped: asyncio.Event) -> FunctionModel:
                 await asyncio.Event().wait()
             finally:
                 stopped.set()
-        return _offline_reply(request)
+        return offline_reply(request)
 
     return FunctionModel(answer)
 

@@ -18,7 +18,7 @@ from webagents.access import AccessVerifier
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
 from webagents.server import AgentHost, ServedAgent, app, create_app
-from webagents.server.connections import connection_cap
+from webagents.server.connection_limits import connection_cap
 from webagents.server.flood import AcceptErrors, FloodLog
 from webagents.testing import FunctionModel
 

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from webagents import Agent
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.model import ModelRequest
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.testing import FunctionModel, ProbeSkill, Reply, call

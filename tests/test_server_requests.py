@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from webagents import Agent
 from webagents._loop import copy_json
 from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.server.openai_api import MAX_NESTING
 from webagents.skills.base import Skill

@@ -70,7 +70,7 @@ async def test_r4_s5_a_new_agent_continues_the_kept_conversation(
 ) -> None:
     folder = tmp_path / "helper"
     first = _agent(folder, ScriptedModel(["Tuesday, with the beta list."]))
-    before = await first.start(caller, conversation_id="plan")
+    before = await first.start(caller=caller, conversation_id="plan")
     await before.send("When is the launch?")
     prompt = before.system_prompt
     # A note written since: a rebuilt prompt's memory block would name it (R5, M6).
@@ -79,7 +79,7 @@ async def test_r4_s5_a_new_agent_continues_the_kept_conversation(
     await memory.write(before.ctx, "launch", "Tuesday.", "the launch day")
 
     model = ScriptedModel(["We said Tuesday."])
-    after = await _agent(folder, model).start(caller, conversation_id="plan")
+    after = await _agent(folder, model).start(caller=caller, conversation_id="plan")
     assert after.system_prompt == prompt
     await after.send("Where were we?")
 
@@ -100,14 +100,16 @@ async def test_c2_a_new_agent_sends_the_kept_summary_in_place_of_the_older_turns
     folder = tmp_path / "helper"
     policy = Compaction(threshold=100_000, keep_messages=2)
     first = _agent(folder, ScriptedModel(["One.", "Two.", "They counted."]), compaction=policy)
-    before = await first.start(ALICE, conversation_id="plan")
+    before = await first.start(caller=ALICE, conversation_id="plan")
     await before.send("Count: one")
     await before.send("Count: two")
     assert await before.compact() is not None
     await before.keep()
 
     model = ScriptedModel(["Three."])
-    after = await _agent(folder, model, compaction=policy).start(ALICE, conversation_id="plan")
+    after = await _agent(folder, model, compaction=policy).start(
+        caller=ALICE, conversation_id="plan"
+    )
     await after.send("And next?")
 
     summary: Message = {
@@ -152,7 +154,7 @@ agent = Agent("helper", "Be brief.", skills=[SessionSkill(), MemorySkill()],
               directory=Path(folder), model=model)
 
 async def main():
-    conversation = await agent.start(caller, conversation_id="plan")
+    conversation = await agent.start(caller=caller, conversation_id="plan")
     await conversation.send(text)
     print(json.dumps([request.messages for request in model.requests]))
 
@@ -215,9 +217,13 @@ async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_not_ke
     is never replaced; this turn is refused with what to do."""
     folder = tmp_path / "helper"
     await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(ALICE, conversation_id="plan")
+        await _agent(folder, ScriptedModel(["Tuesday."])).start(
+            caller=ALICE, conversation_id="plan"
+        )
     ).send("When is the launch?")
-    here = await _agent(folder, ScriptedModel(["Not kept."])).start(ALICE, conversation_id="plan")
+    here = await _agent(folder, ScriptedModel(["Not kept."])).start(
+        caller=ALICE, conversation_id="plan"
+    )
     _turn_in_a_process(folder, ALICE, "And the venue?", "The old hall.")
 
     with pytest.raises(SessionConflict) as refused:
@@ -239,15 +245,17 @@ async def test_s6_two_agents_on_one_conversation_the_later_turn_is_refused(
     earlier: list[Message] = []
     if kept_before:
         agent = _agent(folder, ScriptedModel(["Tuesday."]))
-        await (await agent.start(OWNER, conversation_id="plan")).send("When is the launch?")
+        await (await agent.start(caller=OWNER, conversation_id="plan")).send("When is the launch?")
         earlier = [
             {"role": "user", "content": "When is the launch?"},
             {"role": "assistant", "content": "Tuesday."},
         ]
     one = await _agent(folder, ScriptedModel(["The old hall."])).start(
-        OWNER, conversation_id="plan"
+        caller=OWNER, conversation_id="plan"
     )
-    two = await _agent(folder, ScriptedModel(["Not kept."])).start(OWNER, conversation_id="plan")
+    two = await _agent(folder, ScriptedModel(["Not kept."])).start(
+        caller=OWNER, conversation_id="plan"
+    )
     await one.send("And the venue?")
     with pytest.raises(SessionConflict) as refused:
         await two.send("Where were we?")
@@ -259,7 +267,7 @@ async def test_s6_two_agents_on_one_conversation_the_later_turn_is_refused(
     ]
     # Started again, it goes on from what is kept.
     model = ScriptedModel(["Tuesday, in the old hall."])
-    again = await _agent(folder, model).start(OWNER, conversation_id="plan")
+    again = await _agent(folder, model).start(caller=OWNER, conversation_id="plan")
     await again.send("Where were we?")
     assert _sent(model)[0][1:] == [
         *earlier,
@@ -272,7 +280,7 @@ async def test_s6_two_agents_on_one_conversation_the_later_turn_is_refused(
 async def test_s6_a_conversation_that_dropped_kept_turns_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder, ScriptedModel(["Tuesday.", "Not kept."]))
-    conversation = await agent.start(OWNER, conversation_id="plan")
+    conversation = await agent.start(caller=OWNER, conversation_id="plan")
     await conversation.send("When is the launch?")
     conversation.messages.clear()
     with pytest.raises(SessionConflict) as refused:
@@ -289,10 +297,12 @@ async def test_s6_messages_given_to_start_replace_the_kept_conversation_on_purpo
 ) -> None:
     folder = tmp_path / "helper"
     await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(OWNER, conversation_id="plan")
+        await _agent(folder, ScriptedModel(["Tuesday."])).start(
+            caller=OWNER, conversation_id="plan"
+        )
     ).send("When is the launch?")
     model = ScriptedModel(["Hello."])
-    fresh = await _agent(folder, model).start(OWNER, conversation_id="plan", messages=[])
+    fresh = await _agent(folder, model).start(caller=OWNER, conversation_id="plan", messages=[])
     await fresh.send("Start over.")
     assert _sent(model)[0][1:] == [{"role": "user", "content": "Start over."}]
     assert _kept(folder, OWNER)["messages"] == [
@@ -307,14 +317,16 @@ async def test_s6_after_its_replacing_turn_a_given_conversation_extends_what_it_
     """`messages=` replaces once: a later turn, after another writer's, is refused."""
     folder = tmp_path / "helper"
     await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(OWNER, conversation_id="plan")
+        await _agent(folder, ScriptedModel(["Tuesday."])).start(
+            caller=OWNER, conversation_id="plan"
+        )
     ).send("When is the launch?")
     given: list[Message] = [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello."},
     ]
     here = await _agent(folder, ScriptedModel(["Noted.", "Not kept."])).start(
-        OWNER, conversation_id="plan", messages=given
+        caller=OWNER, conversation_id="plan", messages=given
     )
     await here.send("Start over.")
     kept = [
@@ -342,10 +354,12 @@ async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_before
     the conversation is left as it was (the input not added)."""
     folder = tmp_path / "helper"
     await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(caller, conversation_id="plan")
+        await _agent(folder, ScriptedModel(["Tuesday."])).start(
+            caller=caller, conversation_id="plan"
+        )
     ).send("When is the launch?")
     model = ScriptedModel(["Not asked."])
-    here = await _agent(folder, model).start(caller, conversation_id="plan")
+    here = await _agent(folder, model).start(caller=caller, conversation_id="plan")
     _turn_in_a_process(folder, caller, "And the venue?", "The old hall.")
 
     with pytest.raises(SessionConflict) as refused:
@@ -375,7 +389,7 @@ async def test_s6_a_turn_kept_elsewhere_while_the_model_answers_is_still_refused
         return "Not kept."
 
     model = FunctionModel(answer_while_another_keeps)
-    here = await _agent(folder, model).start(OWNER, conversation_id="plan")
+    here = await _agent(folder, model).start(caller=OWNER, conversation_id="plan")
     with pytest.raises(SessionConflict) as refused:
         await here.send("Where were we?")
     assert (str(refused.value), len(model.requests)) == (_conflict(), 1)

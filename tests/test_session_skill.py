@@ -103,7 +103,7 @@ def test_session_skill_needs_a_folder() -> None:
 async def test_s5_python_api_keeps_a_named_conversation_with_its_prompt(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    conversation = await agent.start(ALICE, conversation_id="plan")
+    conversation = await agent.start(caller=ALICE, conversation_id="plan")
     first = await conversation.send("first")
     second = await conversation.send("second")
 
@@ -132,13 +132,13 @@ async def test_s5_r5_a_continued_conversation_keeps_the_prompt_it_started_with(
 ) -> None:
     folder = tmp_path / "helper"
     first = _agent(folder, "The prompt of the first turn.")
-    conversation = await first.start(ALICE, conversation_id="plan")
+    conversation = await first.start(caller=ALICE, conversation_id="plan")
     await conversation.send("hello")
 
     later = _agent(folder, "An edited prompt.")  # the agent changed since
-    again = await later.start(ALICE, conversation_id="plan", messages=conversation.messages)
+    again = await later.start(caller=ALICE, conversation_id="plan", messages=conversation.messages)
     assert again.system_prompt == "The prompt of the first turn."
-    fresh = await later.start(ALICE, conversation_id="other")
+    fresh = await later.start(caller=ALICE, conversation_id="other")
     assert fresh.system_prompt == "An edited prompt."
 
 
@@ -147,9 +147,9 @@ async def test_s5_anonymous_callers_and_unnamed_conversations_keep_nothing(
 ) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(Caller.anonymous(), conversation_id="plan")).send("hi")
-    await (await agent.start(ALICE)).send("hi")
-    await (await agent.start(Caller.verified("a,b"), conversation_id="plan")).send("hi")
+    await (await agent.start(caller=Caller.anonymous(), conversation_id="plan")).send("hi")
+    await (await agent.start(caller=ALICE)).send("hi")
+    await (await agent.start(caller=Caller.verified("a,b"), conversation_id="plan")).send("hi")
     assert _kept(folder) == []
     assert not sessions_dir().exists()
 
@@ -157,11 +157,11 @@ async def test_s5_anonymous_callers_and_unnamed_conversations_keep_nothing(
 async def test_s5_one_id_from_two_callers_is_two_conversations(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="plan")).send("alice's secret plan")
-    bob = await agent.start(BOB, conversation_id="plan")
+    await (await agent.start(caller=ALICE, conversation_id="plan")).send("alice's secret plan")
+    bob = await agent.start(caller=BOB, conversation_id="plan")
     assert bob.messages == []  # nothing of alice's
     await bob.send("bob's plan")
-    owner = await agent.start(Caller.owner(), conversation_id="plan")
+    owner = await agent.start(caller=Caller.owner(), conversation_id="plan")
     await owner.send("the owner's plan")
     assert _kept(folder) == sorted(
         [
@@ -181,9 +181,9 @@ async def test_hardening_jwt_identity_a_jwt_callers_conversations_are_kept_apart
     (callers/<hash of caller:jwt:<issuer>#<sub>>), and never resumes the API-key caller's."""
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="plan")).send("alice's secret plan")
+    await (await agent.start(caller=ALICE, conversation_id="plan")).send("alice's secret plan")
     by_token = Caller.verified("alice@example.com", issuer="https://id.test")
-    resumed = await agent.start(by_token, conversation_id="plan")
+    resumed = await agent.start(caller=by_token, conversation_id="plan")
     assert resumed.messages == []
     await resumed.send("the token's plan")
     assert _kept(folder) == sorted(
@@ -199,10 +199,10 @@ async def test_hardening_jwt_identity_a_jwt_callers_conversations_are_kept_apart
 async def test_s6_what_is_kept_is_the_conversation_sent_plus_the_reply(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="plan")).send("one")
+    await (await agent.start(caller=ALICE, conversation_id="plan")).send("one")
     # A client sends the whole conversation each time, here an edited one.
     sent = [{"role": "user", "content": "edited one"}, {"role": "assistant", "content": "ok"}]
-    await (await agent.start(ALICE, conversation_id="plan", messages=sent)).send("two")
+    await (await agent.start(caller=ALICE, conversation_id="plan", messages=sent)).send("two")
     (path,) = _kept(folder)
     assert _read(_root(folder) / path)["messages"] == [
         *sent,
@@ -216,7 +216,7 @@ async def test_s7_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
     agent = _agent(folder)
     old = os.umask(0)
     try:
-        await (await agent.start(ALICE, conversation_id="plan")).send("hi")
+        await (await agent.start(caller=ALICE, conversation_id="plan")).send("hi")
     finally:
         os.umask(old)
     path = _root(folder) / _kept(folder)[0]
@@ -228,18 +228,18 @@ async def test_s7_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
 async def test_s7_a_damaged_session_is_reported_and_left_as_it_is(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    await (await agent.start(Caller.owner(), conversation_id="plan")).send("hi")
+    await (await agent.start(caller=Caller.owner(), conversation_id="plan")).send("hi")
     path = _root(folder) / "plan.json"
     path.write_text('{"format": 1, "id": "plan", "messa', encoding="utf-8")
     with pytest.raises(SessionError, match=r"plan\.json is not a session file .*left as it is"):
-        await agent.start(Caller.owner(), conversation_id="plan")
+        await agent.start(caller=Caller.owner(), conversation_id="plan")
     assert path.read_text(encoding="utf-8") == '{"format": 1, "id": "plan", "messa'
 
 
 async def test_s7_a_file_changed_by_hand_after_loading_is_not_overwritten(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     agent = _agent(folder)
-    conversation = await agent.start(Caller.owner(), conversation_id="plan")
+    conversation = await agent.start(caller=Caller.owner(), conversation_id="plan")
     await conversation.send("hi")
     path = _root(folder) / "plan.json"
     path.write_text("my own notes, not JSON", encoding="utf-8")
@@ -252,15 +252,15 @@ async def test_m6_with_sessions_the_memory_block_is_kept_in_the_session(tmp_path
     folder = tmp_path / "helper"
     memory = MemorySkill()
     agent = _agent(folder, skills=[memory], directory=folder)
-    ctx_agent = await agent.start(ALICE, conversation_id="plan")
+    ctx_agent = await agent.start(caller=ALICE, conversation_id="plan")
     await memory.write(ctx_agent.ctx, "likes", "Alice likes tea.", "what alice drinks")
     await ctx_agent.send("hi")
     prompt = ctx_agent.system_prompt
     assert "likes" not in prompt  # written after the block was built
 
-    again = await agent.start(ALICE, conversation_id="plan", messages=ctx_agent.messages)
+    again = await agent.start(caller=ALICE, conversation_id="plan", messages=ctx_agent.messages)
     assert again.system_prompt == prompt  # M6: fixed for the conversation
-    fresh = await agent.start(ALICE, conversation_id="next")
+    fresh = await agent.start(caller=ALICE, conversation_id="next")
     assert "likes: what alice drinks" in fresh.system_prompt
     # The session keeps the snapshot; memory keeps none of its own beside it.
     assert not list((folder / ".webagents" / "memory").rglob("*.block"))

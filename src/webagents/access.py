@@ -26,7 +26,7 @@ import httpx
 import jwt
 from jwt import PyJWK, PyJWKSet
 
-from .agent_file import AccessSpec, JwtIssuer
+from .agent_spec import AccessSpec, JwtIssuer
 from .caller import Caller
 from .errors import ConfigError, WebAgentsError
 

@@ -22,7 +22,7 @@ from .model import Message, Model, Usage
 from .skills.base import Skill, Tool, as_tool
 
 if TYPE_CHECKING:
-    from .agent_file import AgentSpec
+    from .agent_spec import AgentSpec
 
 DEFAULT_MAX_TURNS = 20
 log = logging.getLogger("webagents.agent")
@@ -136,14 +136,17 @@ class Agent:
 
     async def start(
         self,
-        caller: Caller | None = None,
         *,
+        caller: Caller,
         conversation_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         messages: Sequence[Message] | None = None,
         system_prompt: str | None = None,
     ) -> Conversation:
-        """Begin a conversation, or go on with the one kept under `conversation_id`.
+        """Begin a conversation of `caller`, or go on with the one kept under `conversation_id`.
+
+        The caller is always named (`Caller.owner()` for the owner): a forgotten one must
+        not become the owner.
 
         Without `messages`, a kept conversation goes on where it was left: its messages,
         summary and system prompt (R5), also in a new process; its later turns are kept only
@@ -153,7 +156,7 @@ class Agent:
         """
         ctx = Context(
             agent=self.info,
-            caller=caller or Caller.owner(),
+            caller=caller,
             conversation_id=conversation_id,
             metadata=dict(metadata or {}),
         )
@@ -196,8 +199,9 @@ class Agent:
         return "\n\n".join(p for p in parts if p)
 
     async def run(self, input: str, *, caller: Caller | None = None) -> TurnResult:
-        """One turn of a new conversation."""
-        conversation = await self.start(caller)
+        """One turn of a new conversation, as the owner unless `caller` says otherwise (a
+        one-line helper for the owner's own scripts; `start` has no default)."""
+        conversation = await self.start(caller=caller or Caller.owner())
         return await conversation.send(input)
 
     def run_sync(self, input: str, *, caller: Caller | None = None) -> TurnResult:

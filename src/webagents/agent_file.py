@@ -1,149 +1,33 @@
-"""AGENT.md -> AgentSpec: YAML front matter and the instructions, checked strictly.
+"""AGENT.md -> AgentSpec, and the agent it describes: read strictly, then built.
 
 Every problem is an `AgentFileError` naming the file and, where it can, the line: an unknown
 key or skill or setting is refused with the list of what is accepted, and YAML errors are
-reported where the parser found them.
+reported where the parser found them. The loader sits above `Agent` and the skills: it is
+the one place that turns the file's data (`agent_spec`) into live skills.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from .agent import DEFAULT_MAX_TURNS, Agent
-from .caller import RESERVED_PREFIXES, issuer_is_nameable
-from .compaction import MODEL_NAME, Compaction, CompactionSpec
+from .agent_spec import MODEL_NAME, AccessSpec, AgentSpec, CompactionSpec, SkillEntry
+from .compaction import Compaction
 from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
 from .skills import import_skill, is_import_path, registry
 from .skills.base import Skill
+from .skills.openai import OpenAISkill
 
 AGENT_FILE = "AGENT.md"
 KNOWN_KEYS = ("name", "description", "model", "skills", "access", "compaction")
 _AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_SECRET = re.compile(r"^(env:[A-Za-z_][A-Za-z0-9_]*|sha256:[0-9a-f]{64})$")
-
-
-def check_secret(value: str, *, what: str = "") -> str:
-    """A5: secrets are `env:NAME` or `sha256:<hex>`, never the secret itself."""
-    if not _SECRET.fullmatch(value):
-        raise ValueError(
-            f"{what + ' ' if what else ''}must be env:NAME (read from the environment) or "
-            "sha256:<64 hex digits> "
-            "(the key's SHA-256 digest); a plaintext secret does not belong in AGENT.md"
-        )
-    return value
-
-
-class JwtIssuer(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    issuer: str
-    jwks: str
-    audience: str
-    identity: list[str] = Field(default_factory=lambda: ["sub"], min_length=1)
-    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256", "EdDSA"])
-    plain_identity: bool = False
-    """True: this issuer's tokens name the same callers as API keys with that identity.
-    False (the default): its callers' namespaces carry the issuer, `jwt:<issuer>#<identity>`,
-    so no other issuer and no API key can reach them by naming the same `sub` or email."""
-
-    @field_validator("issuer")
-    @classmethod
-    def _issuer(cls, value: str) -> str:
-        if not issuer_is_nameable(value):
-            raise ValueError(
-                "the issuer names its callers' namespaces (jwt:<issuer>#<identity>): it must "
-                "be non-empty, with no '#', comma or control character"
-            )
-        return value
-
-    @field_validator("algorithms")
-    @classmethod
-    def _no_none(cls, value: list[str]) -> list[str]:
-        if any(alg.lower() == "none" or alg.upper().startswith("HS") for alg in value):
-            raise ValueError("only asymmetric algorithms (RS*, PS*, ES*, EdDSA) are accepted")
-        return value
-
-
-class AccessSpec(BaseModel):
-    """The `access:` block (A6): who the agent can verify over HTTP."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    owner: str | None = None
-    keys: dict[str, str] = Field(default_factory=dict)
-    jwt: list[JwtIssuer] = Field(default_factory=list)
-    channels: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("owner")
-    @classmethod
-    def _owner(cls, value: str | None) -> str | None:
-        return None if value is None else check_secret(value)
-
-    @field_validator("keys")
-    @classmethod
-    def _keys(cls, value: dict[str, str]) -> dict[str, str]:
-        for identity, secret in value.items():
-            for prefix, kept_for in RESERVED_PREFIXES.items():
-                if identity.startswith(prefix):
-                    raise ValueError(
-                        f"the identity {identity!r} starts with {prefix!r}, which is kept for "
-                        f"{kept_for}: name the key's caller without it"
-                    )
-            check_secret(secret, what=f"the key of {identity!r}")
-        return value
-
-    @field_validator("jwt")
-    @classmethod
-    def _one_entry_per_issuer(cls, value: list[JwtIssuer]) -> list[JwtIssuer]:
-        seen: set[str] = set()
-        for entry in value:
-            if entry.issuer in seen:
-                raise ValueError(
-                    f"the issuer {entry.issuer} is listed twice: give each issuer one entry"
-                )
-            seen.add(entry.issuer)
-        return value
-
-    @field_validator("channels")
-    @classmethod
-    def _channels(cls, value: dict[str, str]) -> dict[str, str]:
-        for channel, secret in value.items():
-            if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,31}", channel):
-                raise ValueError(f"channel type {channel!r} must be a short slug like telegram")
-            check_secret(secret, what=f"the bridge key of {channel!r}")
-        return value
-
-
-@dataclass(frozen=True, slots=True)
-class SkillEntry:
-    name: str
-    settings: dict[str, Any]
-    skill: Skill[Any]
-    line: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    path: Path
-    name: str
-    instructions: str
-    description: str = ""
-    model: str | None = None
-    skills: tuple[SkillEntry, ...] = ()
-    access: AccessSpec | None = None
-    compaction: CompactionSpec | None = None
-
-    @property
-    def directory(self) -> Path:
-        return self.path.parent
 
 
 def agent_file_path(path: Path | str) -> Path:
@@ -153,6 +37,13 @@ def agent_file_path(path: Path | str) -> Path:
 
 
 def load_spec(path: Path | str) -> AgentSpec:
+    """The agent file of a folder (or the file named), its skills and their settings checked."""
+    spec = _read_spec(path)
+    build_skills(spec)  # every skill named and its settings checked, as load_agent builds them
+    return spec
+
+
+def _read_spec(path: Path | str) -> AgentSpec:
     # Absolute but not resolved: an agent folder reached through a symlink keeps its name.
     file = Path(os.path.abspath(agent_file_path(path)))
     if not file.parent.is_dir():
@@ -268,7 +159,6 @@ def _parse_skills(
             file=file,
             line=line,
         )
-    known = registry()
     entries: list[SkillEntry] = []
     for index, item in enumerate(value):
         item_line = item_lines[index] if index < len(item_lines) else line
@@ -283,21 +173,11 @@ def _parse_skills(
                 file=file,
                 line=item_line,
             )
-        if not isinstance(name, str) or (name not in known and not is_import_path(name)):
-            raise AgentFileError(
-                f"unknown skill {name!r}; the skills are: {', '.join(sorted(known))} "
-                "(or a skill of your own as package.module:ClassName)",
-                file=file,
-                line=item_line,
-            )
+        if not isinstance(name, str):
+            raise _unknown_skill(name, file, item_line)
         if any(entry.name == name for entry in entries):
             raise AgentFileError(f"skill {name!r} is listed twice", file=file, line=item_line)
-        try:
-            cls = known[name] if name in known else import_skill(name)
-            skill = cls.from_settings(settings)
-        except ConfigError as exc:
-            raise AgentFileError(str(exc), file=file, line=item_line) from None
-        entries.append(SkillEntry(name, dict(settings or {}), skill, item_line))
+        entries.append(SkillEntry(name, {} if settings is None else settings, item_line))
     return tuple(entries)
 
 
@@ -356,6 +236,33 @@ def _load_yaml(
     return data, key_lines, item_lines
 
 
+def _unknown_skill(name: object, file: Path, line: int | None) -> AgentFileError:
+    return AgentFileError(
+        f"unknown skill {name!r}; the skills are: {', '.join(sorted(registry()))} "
+        "(or a skill of your own as package.module:ClassName)",
+        file=file,
+        line=line,
+    )
+
+
+def build_skills(spec: AgentSpec) -> list[Skill[Any]]:
+    """The live skills the agent file names, each built from its settings (the openai skill
+    added first when only `model:` names it); AgentFileError at the entry's line."""
+    known = registry()
+    skills: list[Skill[Any]] = []
+    for entry in spec.skills:
+        if entry.name not in known and not is_import_path(entry.name):
+            raise _unknown_skill(entry.name, spec.path, entry.line)
+        try:
+            cls = known[entry.name] if entry.name in known else import_skill(entry.name)
+            skills.append(cls.from_settings(entry.settings))
+        except ConfigError as exc:
+            raise AgentFileError(str(exc), file=spec.path, line=entry.line) from None
+    if spec.model and not any(skill.name == OpenAISkill.name for skill in skills):
+        skills.insert(0, OpenAISkill())
+    return skills
+
+
 def load_agent(
     path: Path | str,
     *,
@@ -367,16 +274,11 @@ def load_agent(
 
     `model` replaces the one the agent file names (tests pass a ScriptedModel here).
     """
-    spec = load_spec(path)
-    skills: list[Skill[Any]] = [entry.skill for entry in spec.skills]
-    if spec.model and not any(skill.name == "openai" for skill in skills):
-        from .skills.openai import OpenAISkill
-
-        skills.insert(0, OpenAISkill())
+    spec = _read_spec(path)
     agent = Agent(
         spec.name,
         spec.instructions,
-        skills=skills,
+        skills=build_skills(spec),
         model=model,
         model_name=spec.model,
         description=spec.description,

@@ -3,7 +3,6 @@
 - `ScriptedModel`: a queue of replies and tool calls; it raises `ScriptMismatch` as soon as
   the run and the script disagree (called once too often, a tool the request does not offer).
 - `FunctionModel`: replies computed by a function of the request.
-- `OfflineModel`: the scripted model behind `--offline` and `make demo`.
 - `ScriptedServer`: any of these behind a real OpenAI-compatible HTTP endpoint on a free
   loopback port, for end-to-end tests of processes that speak to a model over HTTP.
 """
@@ -13,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import re
 import socket
 import threading
 import time
@@ -29,7 +27,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .context import Context
 from .model import (
-    Message,
     Model,
     ModelRequest,
     ModelResponse,
@@ -38,6 +35,7 @@ from .model import (
     Usage,
     estimate_tokens,
 )
+from .offline import pieces
 from .openai_wire import DONE, Completion, error_body, json_bytes
 from .skills.base import Skill, tool
 
@@ -111,11 +109,6 @@ def _offered(request: ModelRequest) -> list[str]:
     return [t["function"]["name"] for t in request.tools if t.get("type") == "function"]
 
 
-def _chunks(text: str) -> list[str]:
-    """Split text the way a streaming model sends it: a few characters at a time."""
-    return re.findall(r"\S*\s*", text)[:-1] or [text]
-
-
 class _RecordingModel(Model):
     """Keeps every request it was sent, and reports usage (an estimate when the step gives
     none; none at all with `report_usage=False`, as some endpoints do)."""
@@ -148,7 +141,7 @@ class _RecordingModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
         response = await self.complete(request)
-        for piece in _chunks(response.content or ""):
+        for piece in pieces(response.content or ""):
             yield TextDelta(piece)
             await asyncio.sleep(0)
         yield response
@@ -216,58 +209,6 @@ class FunctionModel(_RecordingModel):
         if inspect.isawaitable(result):
             result = await result
         return self._response(request, _as_reply(result))
-
-
-OFFLINE_NOTICE = (
-    "offline: replies come from the scripted model in webagents.testing, not a real one "
-    "(set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a real model)"
-)
-OFFLINE_REMEMBER = "remember that"
-"""A message starting so makes the offline model keep the rest as a note (memory_write)."""
-OFFLINE_RECALL = "what do you remember"
-"""This message makes the offline model list the notes (memory_list)."""
-OFFLINE_MEMORY_HINT = (
-    f'memory works offline too: say "{OFFLINE_REMEMBER} <something>", '
-    f'then "{OFFLINE_RECALL}" (also in a new conversation)'
-)
-"""Said beside the notice for an agent with the memory skill, so the demo shows it at work."""
-
-
-def _offline_reply(request: ModelRequest) -> Reply:
-    from .compaction import SUMMARISER
-
-    first: Message = request.messages[0] if request.messages else {}
-    if str(first.get("content") or "").startswith(SUMMARISER):  # asked for a summary
-        record = json.loads(str(request.messages[-1]["content"]).split("\n", 1)[1])
-        said = [str(m["content"])[:60] for m in record["conversation"] if m.get("content")]
-        return Reply("(offline summary) Earlier, it was said: " + "; ".join(said[:5])[:300])
-    last: Message = request.messages[-1] if request.messages else {}
-    if last.get("role") == "tool":
-        return Reply(f"Done. The tool said: {str(last.get('content'))[:300]}")
-    text = str(last.get("content") or "").strip()
-    offered = _offered(request)
-    remember = re.match(r"(?i)^remember(?: that)?\s+(.+)$", text)
-    if remember and "memory_write" in offered:
-        content = remember.group(1)
-        words = re.findall(r"[a-z0-9]+", content.lower())[:3] or ["note"]
-        return Reply(
-            None,
-            (call("memory_write", key="-".join(words), content=content, description=content[:80]),),
-        )
-    if re.match(r"(?i)^what do you (remember|know)", text) and "memory_list" in offered:
-        return Reply(None, (call("memory_list"),))
-    turns = sum(1 for m in request.messages if m.get("role") == "user")
-    return Reply(
-        f"(offline scripted model, turn {turns}) You said: {text!r}. I can't think offline, "
-        "but everything around me works: the chat, the slash commands and my skills' tools."
-    )
-
-
-class OfflineModel(FunctionModel):
-    """The demo's model: answers in canned sentences and uses a few tools when asked."""
-
-    def __init__(self) -> None:
-        super().__init__(_offline_reply, name="offline-scripted")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -171,7 +171,7 @@ def test_make_demo_runs_the_example_offline_and_says_so(tmp_path: Path) -> None:
         timeout=300,  # make demo may set up the venv first
     )
     child.expect("assistant · offline-scripted")
-    child.expect("offline: replies come from the scripted model in webagents.testing")
+    child.expect("offline: replies come from the scripted model in webagents.offline")
     child.expect('memory works offline too: say "remember that <something>", then "what do')
     child.expect(PROMPT)
     child.child.sendline("hello")

@@ -100,7 +100,7 @@ def test_hardening_offline_memory_phrases_are_said_in_the_demo_and_work(tmp_path
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1:3] == [
-        "offline: replies come from the scripted model in webagents.testing, not a real one "
+        "offline: replies come from the scripted model in webagents.offline, not a real one "
         "(set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a real model)",
         'memory works offline too: say "remember that <something>", then "what do you '
         'remember" (also in a new conversation)',
@@ -129,7 +129,7 @@ def test_hardening_run_one_shot_prints_the_reply_and_keeps_the_conversation(
 ) -> None:
     folder = example(tmp_path)
     notice = (
-        "offline: replies come from the scripted model in webagents.testing, not a real one "
+        "offline: replies come from the scripted model in webagents.offline, not a real one "
         "(set OPENAI_API_KEY or OPENAI_BASE_URL to talk to a real model)\n"
         'memory works offline too: say "remember that <something>", then "what do you '
         'remember" (also in a new conversation)\n'

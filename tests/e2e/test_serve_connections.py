@@ -685,7 +685,7 @@ def test_hardening_a_port_out_of_range_is_a_usage_error_not_a_traceback(tmp_path
 def test_hardening_serve_offline_names_the_memory_phrases_and_they_work(tmp_path: Path) -> None:
     """`serve --offline` of an agent with the memory skill says how to make the offline model
     keep a note, and saying so over HTTP keeps it (in the owner's namespace for the owner key)."""
-    from webagents.testing import OFFLINE_MEMORY_HINT
+    from webagents.offline import OFFLINE_MEMORY_HINT
 
     folder = _agent(tmp_path)
     write(

@@ -23,7 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from webagents.access import AccessVerifier, Unauthorized
-from webagents.agent_file import AccessSpec
+from webagents.agent_spec import AccessSpec
 from webagents.caller import Caller
 from webagents.context import AgentInfo
 from webagents.errors import ConfigError

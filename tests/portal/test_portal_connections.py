@@ -1,6 +1,6 @@
 """`webagents portal serve` against idle, slow and surplus connections (issue 21, "Slow
 clients"): the same bounds as `webagents serve`, through the same guard
-(server/connections.py): connections that send no complete request head in time are closed,
+(server/connection_limits.py): connections that send no complete request head in time are closed,
 those beyond the cap make room, /health keeps answering, and the log says so in a line each
 instead of a flood."""
 

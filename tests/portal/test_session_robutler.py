@@ -295,12 +295,12 @@ async def test_s3_only_the_owners_terminal_conversations_are_recorded(portal: Po
     model = ScriptedModel(["one", "two", "three"])
     skill = SessionSkill(backend="robutler")
     agent = Agent(name="helper", model=model, skills=[skill], directory=portal.folder)
-    served = await agent.start(Caller.owner(), conversation_id="served-owner")
+    served = await agent.start(caller=Caller.owner(), conversation_id="served-owner")
     await served.send("before the chat asked")
     assert skill.record_owner_chats() is skill.portal is not None
-    caller = await agent.start(Caller.verified("bob"), conversation_id="theirs")
+    caller = await agent.start(caller=Caller.verified("bob"), conversation_id="theirs")
     await caller.send("a caller's turn")
-    owner = await agent.start(Caller.owner(), conversation_id="owners")
+    owner = await agent.start(caller=Caller.owner(), conversation_id="owners")
     await owner.send("the owner's turn")
     [chat] = portal.chats()
     assert chat["sessionId"] == "owners"

@@ -2,22 +2,27 @@
 owner's `memory` and `sessions`, and the portal's `portal`, `login`, `whoami`, `logout` and
 `publish` from their own modules.
 
-Only the CLI turns errors into exit codes: 2 for something the user must fix in a file or
-the environment, 1 for anything else that went wrong.
+Only the CLI turns errors into exit codes (`exit_codes`). The commands' own modules import
+what they share from small modules beside them, never this package, so that the imports flow
+one way.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from ..errors import AgentFileError, ConfigError, WebAgentsError
-from ..home import validate_profile
+from .account import login, logout, whoami
 from .connection_options import connection_options
+from .exit_codes import run_or_exit
+from .memory import memory
+from .portal import portal
+from .profile_option import current_profile, profile_option
+from .publish import publish
+from .sessions import sessions
 
 
 class _DefaultToChat(click.Group):
@@ -47,28 +52,6 @@ def _mistyped_command(word: str, commands: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def _check_profile(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        return validate_profile(value)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
-
-
-def profile_option(fn: Any) -> Any:
-    return click.option(
-        "--profile",
-        callback=_check_profile,
-        help="Keep all state in ~/.webagents-NAME instead of ~/.webagents.",
-    )(fn)
-
-
-def current_profile(ctx: click.Context, own: str | None) -> str | None:
-    """A command's own --profile, else the one given before the command."""
-    return own if own is not None else ctx.find_root().params.get("profile")
-
-
 @click.group(
     cls=_DefaultToChat,
     invoke_without_command=True,
@@ -86,18 +69,6 @@ def main(ctx: click.Context, profile: str | None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if ctx.invoked_subcommand is None:
         ctx.invoke(chat)
-
-
-def run_or_exit(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run a command body, turning webagents' errors into a message and an exit code."""
-    try:
-        return fn(*args, **kwargs)
-    except (AgentFileError, ConfigError) as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(2)
-    except WebAgentsError as exc:
-        click.secho(f"error: {exc}", fg="red", err=True)
-        sys.exit(1)
 
 
 @main.command()
@@ -236,24 +207,5 @@ def run(
     )
 
 
-def _owner_tools() -> None:
-    from .memory import memory
-    from .sessions import sessions
-
-    main.add_command(memory)
-    main.add_command(sessions)
-
-
-_owner_tools()
-
-
-def _portal_commands() -> None:
-    from .account import login, logout, whoami
-    from .portal import portal
-    from .publish import publish
-
-    for command in (portal, login, whoami, logout, publish):
-        main.add_command(command)
-
-
-_portal_commands()
+for _command in (memory, sessions, portal, login, whoami, logout, publish):
+    main.add_command(_command)

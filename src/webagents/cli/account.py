@@ -28,7 +28,8 @@ from ..portal_client import (
     portal_url,
     save_login,
 )
-from . import current_profile, profile_option, run_or_exit
+from .exit_codes import run_or_exit
+from .profile_option import current_profile, profile_option
 
 LOGIN_WAIT_SECONDS = 600
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import secrets
 import signal
 import sys
@@ -29,24 +28,13 @@ from .._loop import Compacted, ToolCallFinished, ToolCallStarted, TurnResult
 from ..agent import Agent, Conversation
 from ..agent_file import load_agent
 from ..caller import Caller
-from ..context import is_conversation_id
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
 from ..skills.base import SlashCommand
-from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
-from ..skills.session import SessionConflict, SessionFile, SessionSkill, SessionSummary
-from ..skills.session.portal import merged
-from ..skills.session.session_file import new_session
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """Text from a model or a tool, without the control characters a terminal would obey
-    (escape sequences could clear the screen or rewrite what was shown)."""
-    return _CONTROL.sub("", text)
-
+from ..skills.session import SessionConflict, SessionSkill
+from .chat_resume import Resume, show_portal_notes
+from .terminal_text import printable
 
 log = logging.getLogger("webagents.chat")
 
@@ -166,7 +154,7 @@ class ChatApp:
     async def _conversation(self) -> Conversation:
         if self.conversation is None:
             self.conversation = await self.agent.start(
-                Caller.owner(), conversation_id=new_conversation_id()
+                caller=Caller.owner(), conversation_id=new_conversation_id()
             )
         return self.conversation
 
@@ -184,7 +172,7 @@ class ChatApp:
             if self.portal.notice:
                 self.console.print(f"[yellow]{escape(self.portal.notice)}[/yellow]")
             await asyncio.to_thread(self.portal.flush)  # what an earlier chat left waiting
-            self._portal_notes()
+            show_portal_notes(self.console, self.portal)
         memory = self.agent.skill(MemorySkill.name)
         if isinstance(memory, MemorySkill) and (notice := await memory.portal_notice()):
             self.console.print(f"[yellow]{escape(notice)}[/yellow]", soft_wrap=True)
@@ -264,100 +252,19 @@ class ChatApp:
                 markup=False,
             )
             return True
-        store = self.sessions.store
-        owner = rights_of(Caller.owner()).conversations  # the person at the terminal
-        assert owner is not None
-        recent = store.recent(owner)
-        for problem in store.problems:
-            self.console.print(
-                f"[yellow]skipped:[/yellow] {escape(problem)} (remove it to forget it)",
-                soft_wrap=True,
-            )
-        if self.portal is not None:  # P10: this machine's and the portal's, in one list
-            await asyncio.to_thread(self.portal.flush)
-            chats = await asyncio.to_thread(self.portal.chats)
-            recent = merged(recent, chats) if chats is not None else recent
-            self._portal_notes()
-        if not recent:
-            self.console.print("[dim]no kept conversations yet[/dim]")
+        resume = Resume(
+            self.sessions, self.portal, self.agent.name, console=self.console, ask=self.reader.read
+        )
+        chosen = await resume.choose(args)
+        self.resume_failed = resume.failed
+        if chosen is None:
             return True
-        choice = args.strip()
-        if choice == "latest":
-            choice = recent[0].id
-        if not choice:
-            for number, summary in enumerate(recent, 1):
-                line = _listed(number, summary, marked=self.portal is not None)
-                self.console.print(line, markup=False, highlight=False)
-            try:
-                choice = await self.reader.read("resume which? (number or id, Enter: none) ")
-            except (EOFError, KeyboardInterrupt):
-                return True
-            choice = choice.strip()
-            if not choice:
-                return True
-        chosen = _chosen(choice, recent)
-        here = store.load(owner, chosen) if chosen else None
-        session = here
-        listed = next((s for s in recent if s.id == chosen), None)
-        if listed is not None and listed.chat_id and self.portal is not None:
-            session = await self._from_portal(listed, here)
-        if session is None:
-            if choice.isdigit() and len(choice) < 4:
-                self.console.print(
-                    f"[red]there is no conversation {escape(choice)} in the list[/red] "
-                    f"(1 to {len(recent)}); /resume lists them"
-                )
-            else:
-                self.console.print(
-                    f"[red]no kept conversation {escape(choice)}[/red]; /resume lists them"
-                )
-            self.resume_failed = True
-            return True
-        # What is kept here goes on as it is kept (a turn another chat or run keeps meanwhile
-        # is never overwritten: this one's next turn is refused instead); the portal's
-        # messages, with turns this machine lacks, are given to replace it.
-        given = None if session is here else session["messages"]
+        session = chosen.session
         self.conversation = await self.agent.start(
-            Caller.owner(), conversation_id=session["id"], messages=given
+            caller=Caller.owner(), conversation_id=session["id"], messages=chosen.given
         )
-        messages = self.conversation.messages
-        turns = sum(1 for m in messages if m.get("role") == "user")
-        self.console.print(
-            f"[dim]resumed {escape(session['title'])} · {turns} "
-            f"turn{'' if turns == 1 else 's'}[/dim]"
-        )
-        last = next(
-            (
-                m.get("content")
-                for m in reversed(messages)
-                if m.get("role") == "assistant" and m.get("content")
-            ),
-            None,
-        )
-        if isinstance(last, str):
-            shown = " ".join(printable(last).split())
-            self.console.print(
-                f"[dim]last reply: {escape(shown if len(shown) <= 200 else shown[:197] + '...')}"
-                "[/dim]"
-            )
+        resume.show_resumed(session["title"], self.conversation.messages)
         return True
-
-    async def _from_portal(
-        self, listed: SessionSummary, session: SessionFile | None
-    ) -> SessionFile:
-        """A chat of the portal's to continue here: the one kept here while the portal has
-        nothing it lacks, else the portal's messages (turns added on the web or elsewhere)."""
-        assert self.portal is not None
-        if session is not None and self.portal.recorded(listed.id) in (None, listed.message_count):
-            return session
-        messages = await asyncio.to_thread(self.portal.load, listed)
-        # A new dict: the caller tells the portal's from the one kept here by identity.
-        found = new_session(listed.id, self.agent.name, messages) if session is None else session
-        return {**found, "messages": messages}
-
-    def _portal_notes(self) -> None:
-        for note in self.portal.take_notes() if self.portal is not None else []:
-            self.console.print(f"[yellow]{escape(note)}[/yellow]", soft_wrap=True)
 
     async def _exit(self, args: str) -> bool:
         return False
@@ -398,7 +305,7 @@ class ChatApp:
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGINT)
-            self._portal_notes()
+            show_portal_notes(self.console, self.portal)
 
     def _end_line(self) -> None:
         """Finish a line a streamed reply left open."""
@@ -434,32 +341,10 @@ class ChatApp:
                 )
 
 
-def _listed(number: int, summary: SessionSummary, *, marked: bool = False) -> str:
-    try:
-        when = f"{datetime.fromisoformat(summary.updated).astimezone():%Y-%m-%d %H:%M}"
-    except ValueError:
-        when = summary.updated
-    turns = f"{summary.turns} turn{'' if summary.turns == 1 else 's'}"
-    if summary.where == "portal":
-        count = summary.message_count or 0
-        turns = f"{count} message{'' if count == 1 else 's'}"
-    line = f"  {number:>2}. {printable(summary.title)} · {when} · {turns} · {summary.id}"
-    return f"{line} · {summary.where}" if marked else line
-
-
-def _chosen(choice: str, recent: list[SessionSummary]) -> str | None:
-    """The id a /resume argument names: an id, or else a number from the list."""
-    if any(summary.id == choice for summary in recent):
-        return choice
-    if choice.isdigit() and 1 <= int(choice) <= len(recent):
-        return recent[int(choice) - 1].id
-    return choice if is_conversation_id(choice) else None
-
-
 def offline_notice(agent: Agent) -> str:
     """What the chat and `run` say with --offline: where replies come from, and (for an agent
     with the memory skill) the phrases that make the offline model keep and list notes."""
-    from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE
+    from ..offline import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE
 
     has_memory = agent.skill("memory") is not None
     return f"{OFFLINE_NOTICE}\n{OFFLINE_MEMORY_HINT}" if has_memory else OFFLINE_NOTICE
@@ -476,7 +361,7 @@ def run_chat(
 
     model = notice = None
     if offline:
-        from ..testing import OfflineModel
+        from ..offline import OfflineModel
 
         model = OfflineModel()
     agent = load_agent(path, model=model, profile=profile)

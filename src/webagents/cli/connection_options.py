@@ -1,4 +1,4 @@
-"""The options that bound a server's connections (server/connections.py), one definition for
+"""The options that bound a server's connections (server/connection_limits.py), one definition for
 every server the project runs: `serve`, `daemon` and `portal serve`."""
 
 from __future__ import annotations

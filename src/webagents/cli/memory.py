@@ -17,9 +17,9 @@ import click
 from ..caller import SHARED_NAMESPACE, shown_to_owner
 from ..context import Context
 from ..errors import ToolError
-from ..skills.memory.rights import Rights, rights_of
+from ..rights import Rights, rights_of
 from ..skills.memory.skill import MemorySkill
-from . import current_profile, profile_option, run_or_exit
+from .exit_codes import run_or_exit
 from .owner import (
     FAILURE_EXIT,
     confirmed,
@@ -34,6 +34,7 @@ from .owner import (
     print_json,
     text_lines,
 )
+from .profile_option import current_profile, profile_option
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from ..agent import Agent
 from ..agent_file import AGENT_FILE, load_agent
 from ..caller import Caller
 from ..context import Context
+from .terminal_text import printable
 
 USAGE_EXIT = 2
 """Something the user must fix (an argument, a file, the environment): CLI rule."""
@@ -95,13 +96,9 @@ def output_option(fn: Any) -> Any:
 
 def one_line(text: str) -> str:
     """Text kept by a model or a caller, on one line and without terminal control codes."""
-    from .chat import printable
-
     return " ".join(printable(text).split())
 
 
 def text_lines(text: str) -> str:
     """The same, keeping its lines."""
-    from .chat import printable
-
     return "\n".join(printable(line) for line in text.split("\n"))

@@ -14,9 +14,10 @@ import click
 
 from ..errors import ConfigError
 from ..portal.db.gate import GateLimits
-from . import current_profile, profile_option, run_or_exit
 from .connection_options import connection_options
+from .exit_codes import run_or_exit
 from .memory_quotas import memory_quota_options, memory_quotas
+from .profile_option import current_profile, profile_option
 
 # The database gate's defaults, for the options' (asyncio alone: no extra package needed).
 _GATE = GateLimits()
@@ -194,7 +195,7 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
     from ..portal.app import create_app
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
     from ..portal.settings import check_public_url, check_sign_up
-    from ..server.connections import ConnectionLimits
+    from ..server.connection_limits import ConnectionLimits
     from .serve import bind, connection_guard, serve_guarded
 
     host, port, embeddings = options["host"], options["port"], options["embeddings"]

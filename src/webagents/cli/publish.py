@@ -25,7 +25,8 @@ from ..caller import OWNER_NAMESPACE
 from ..errors import ConfigError
 from ..home import agent_key_file, is_agent_id
 from ..portal_client import PortalClient, Refused, SignInError, load_login
-from . import current_profile, profile_option, run_or_exit
+from .exit_codes import run_or_exit
+from .profile_option import current_profile, profile_option
 
 
 def _config_file(folder: Path) -> Path:

@@ -21,7 +21,7 @@ from ..agent_file import AGENT_FILE, load_agent
 from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError
-from ..skills.memory.rights import rights_of
+from ..rights import rights_of
 from ..skills.memory.skill import MemorySkill
 from ..skills.session import SessionConflict
 from .chat import keep_conversations, new_conversation_id, offline_notice
@@ -72,7 +72,7 @@ def run_once(
     text = read_prompt(prompt)
     model = None
     if offline:
-        from ..testing import OfflineModel
+        from ..offline import OfflineModel
 
         model = OfflineModel()
     agent = load_agent(path, model=model, profile=profile)
@@ -134,7 +134,7 @@ async def _conversation(agent: Agent, path: Path, resume: str | None) -> Convers
     owner = Caller.owner()
     sessions = agent.skill(SessionSkill.name)
     if resume is None or not isinstance(sessions, SessionSkill):
-        return await agent.start(owner, conversation_id=new_conversation_id())
+        return await agent.start(caller=owner, conversation_id=new_conversation_id())
     namespace = rights_of(owner).conversations
     assert namespace is not None
     if resume == "latest":
@@ -150,7 +150,7 @@ async def _conversation(agent: Agent, path: Path, resume: str | None) -> Convers
         )
     # Without messages= it goes on from what is kept, and its turn is kept only while it
     # extends that: a run or chat that kept a turn meanwhile is never overwritten.
-    return await agent.start(owner, conversation_id=resume)
+    return await agent.start(caller=owner, conversation_id=resume)
 
 
 def conflict_message(error: SessionConflict, path: Path) -> str:

@@ -16,11 +16,11 @@ from starlette.types import ASGIApp
 from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
+from ..offline import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
 from ..server import AgentHost, ServedAgent, create_app
 from ..server.connect import AGENT_TOKEN_ENV, Connector, agent_key
-from ..server.connections import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
+from ..server.connection_limits import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
 from ..server.flood import AcceptErrors
-from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
 
 LISTEN_BACKLOG = 2048  # uvicorn's default
 

@@ -18,11 +18,11 @@ from typing import Any
 import click
 
 from ..caller import shown_to_owner
-from ..skills.memory.rights import rights_of
+from ..rights import rights_of
 from ..skills.memory.skill import MemorySkill
 from ..skills.session.session_file import SessionError, SessionFile
 from ..skills.session.store import LocalSessionStore, caller_hash
-from . import current_profile, profile_option, run_or_exit
+from .exit_codes import run_or_exit
 from .owner import (
     FAILURE_EXIT,
     confirmed,
@@ -37,6 +37,7 @@ from .owner import (
     print_json,
     text_lines,
 )
+from .profile_option import current_profile, profile_option
 
 MIN_HASH_PREFIX = 8
 

@@ -200,7 +200,7 @@ async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: C
     messages = conversation_messages(chat)
     conversation = await _run(
         served.agent.start(
-            caller,
+            caller=caller,
             conversation_id=chat.session_id,
             metadata=chat.metadata or {},
             messages=messages[:-1],

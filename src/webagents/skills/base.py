@@ -28,10 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from ..context import AgentInfo, Context
 from ..errors import SkillSettingsError, ToolError, validation_problems
+from .hooks import ConversationView, FinishedTurn
 
 if TYPE_CHECKING:
-    from .._loop import TurnResult
-    from ..agent import Conversation
     from ..compaction import Compaction, Summary
     from ..model import Message, Model, ToolCall
 
@@ -317,7 +316,7 @@ class Skill(Generic[S]):
         wins."""
         return None
 
-    async def before_turn(self, conversation: Conversation) -> None:
+    async def before_turn(self, conversation: ConversationView) -> None:
         """Before a turn, with the conversation as it stands (the new input not added yet): a
         skill that keeps conversations refuses here, before the model is asked, a turn it
         could already tell it would not keep."""
@@ -328,13 +327,13 @@ class Skill(Generic[S]):
     async def after_tool(self, ctx: Context, call: ToolCall, output: str, is_error: bool) -> None:
         """After each tool call, with what went back to the model."""
 
-    async def on_turn_finished(self, ctx: Context, turn: TurnResult) -> None:
+    async def on_turn_finished(self, ctx: Context, turn: FinishedTurn) -> None:
         """A turn ended with a final answer."""
 
     async def on_compacted(self, ctx: Context, summary: Summary) -> None:
         """The older part of the conversation was just summarised (C2)."""
 
-    async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
+    async def keep(self, conversation: ConversationView, turn: FinishedTurn | None) -> None:
         """After a finished turn (or another change, with no turn), the whole conversation:
         a skill that keeps conversations saves it here."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ...compaction import CompactionSpec
+from ...agent_spec import CompactionSpec
 from ...errors import validation_problems
 
 

@@ -18,17 +18,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..._files import LinkRefused
+from ...agent_spec import CompactionSpec
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
-from ...compaction import Compaction, CompactionSpec, Summary
+from ...compaction import Compaction, Summary
 from ...context import AgentInfo, Context, is_conversation_id
 from ...errors import ConfigError, ToolError
+from ...rights import Rights, rights_of
 from ..base import ChatIO, Skill, SlashCommand, Tool
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, check_key
 from .note_file import Note, NoteFormatError, first_line_summary
 from .notes import Limits, NoteStore
 from .prompt import memory_block
-from .rights import Rights, rights_of
 from .settings import MemorySettings
 from .sync import UNREACHABLE, PortalSync
 from .sync_files import notes_root, portal_link

@@ -32,9 +32,9 @@ from typing import Any
 
 from ...errors import WebAgentsError
 from ...portal_client import PortalClient, PortalUnreachable
+from ...rights import synced
 from .index import MemoryIndex
 from .notes import NoteStore
-from .rights import synced
 from .sync_files import PortalLink, SyncFiles, now, put_line
 from .sync_pull import Puller
 from .sync_push import Pusher

@@ -20,12 +20,12 @@ from typing import Any
 
 from ...errors import ToolError
 from ...portal_client import BadCursor, PortalClient
+from ...rights import synced
 from .index import MemoryIndex
 from .layout import EPISODE_PREFIX, is_key
 from .note_batch import Write, write_many
 from .note_file import Note, NoteFormatError
 from .notes import NoteChanged, NoteStore
-from .rights import synced
 from .sync_files import (
     SyncFiles,
     SyncState,

@@ -23,10 +23,10 @@ import logging
 from typing import Any
 
 from ...portal_client import PortalClient, Refused, StaleEntry
+from ...rights import synced
 from .layout import is_key
 from .note_file import NoteFormatError
 from .notes import NoteStore
-from .rights import synced
 from .sync_files import (
     REFUSED,
     SyncFiles,

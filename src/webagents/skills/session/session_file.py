@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -311,3 +311,49 @@ def _parse(raw: bytes, path: Path) -> SessionFile:
     ):
         raise SessionError(f"{path} is not a session file (messages); it is left as it is")
     return cast(SessionFile, data)
+
+
+def file_state(name: str, dir_fd: int) -> tuple[int, int, int, int] | None:
+    """What tells a file's versions apart (inode, size, times), None when there is none."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+
+
+def check_extends(
+    path: Path, dir_fd: int, messages: Sequence[Message], since: Version | None
+) -> None:
+    """SessionConflict when a save of `messages` would be refused now: the conversation kept
+    at `path` (in the open folder `dir_fd`) has messages they do not begin with. Read without
+    the lock (a save checks again under it), and only when the files changed since `since`
+    (None: the conversation was not kept when it was loaded)."""
+    state = file_state(path.name, dir_fd)
+    if state is None:
+        return
+    if since is not None and state == since.snapshot:
+        journal = file_state(journal_path(path).name, dir_fd)
+        if (journal[1] if journal else 0) == since.journal:
+            return  # unchanged since this conversation read or wrote it
+    current = read_session(path, dir_fd=dir_fd)
+    if current is not None and common_prefix(current[0]["messages"], messages) < len(
+        current[0]["messages"]
+    ):
+        raise SessionConflict(path.stem)
+
+
+def refuse_dropping(kept: Sequence[Message], session: SessionFile) -> None:
+    """SessionConflict unless the session's messages begin with every kept one."""
+    if common_prefix(kept, session["messages"]) < len(kept):
+        raise SessionConflict(session["id"])
+
+
+def common_prefix(before: Sequence[Message], after: Sequence[Message]) -> int:
+    """How many leading messages the two have in common."""
+    n = 0
+    for old, new in zip(before, after, strict=False):
+        if old is not new and old != new:
+            break
+        n += 1
+    return n

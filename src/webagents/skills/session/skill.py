@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,15 +23,12 @@ from ...caller import OWNER_NAMESPACE
 from ...compaction import Summary
 from ...context import AgentInfo, Context
 from ...errors import ConfigError
+from ...rights import rights_of
 from ..base import Restored, Skill
-from ..memory.rights import rights_of
+from ..hooks import ConversationView, FinishedTurn
 from .portal import PortalChats
 from .session_file import SessionFile, Version, new_session, title_of
 from .store import LocalSessionStore
-
-if TYPE_CHECKING:
-    from ..._loop import TurnResult
-    from ...agent import Conversation
 
 
 class SessionSettings(BaseModel):
@@ -159,7 +156,7 @@ class SessionSkill(Skill[SessionSettings]):
             kept.session["messages"],
         )
 
-    async def before_turn(self, conversation: Conversation) -> None:
+    async def before_turn(self, conversation: ConversationView) -> None:
         """A turn this conversation could not keep (another writer kept turns it lacks) is
         a SessionConflict now, before the model computes a reply that would be thrown away.
         Cheap: the files' sizes and times, read again only when they changed. The race
@@ -172,14 +169,14 @@ class SessionSkill(Skill[SessionSettings]):
             self.store.check_extends, kept.namespace, kept.id, conversation.messages, kept.version
         )
 
-    async def keep(self, conversation: Conversation, turn: TurnResult | None) -> None:
+    async def keep(self, conversation: ConversationView, turn: FinishedTurn | None) -> None:
         kept = _kept(conversation.ctx)
         if kept is None:
             return
         if kept.session is None:
             session = new_session(
                 kept.id,
-                conversation.agent.name,
+                conversation.ctx.agent.name,
                 [],
                 system_prompt=conversation.system_prompt,
             )

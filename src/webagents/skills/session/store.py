@@ -20,7 +20,7 @@ import contextlib
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,15 +33,18 @@ from ..newcomers import Kind
 from .limits import SessionLimits
 from .protocol import SessionSummary
 from .session_file import (
-    SessionConflict,
     SessionError,
     SessionFile,
     SessionLinkError,
     Version,
+    check_extends,
+    common_prefix,
     dumps,
+    file_state,
     journal_path,
     journal_record,
     read_session,
+    refuse_dropping,
     refused_links,
 )
 
@@ -144,31 +147,17 @@ class LocalSessionStore:
             os.close(dir_fd)
 
     def check_extends(
-        self, namespace: str, session_id: str, messages: list[Message], since: Version | None
+        self, namespace: str, session_id: str, messages: Sequence[Message], since: Version | None
     ) -> None:
-        """SessionConflict when a save of `messages` would be refused now: the kept
-        conversation has messages they do not begin with. Read without the lock (a save
-        checks again under it), and only when the files changed since `since` (None: the
-        conversation was not kept when it was loaded)."""
-        path = self.path(namespace, session_id)
+        """SessionConflict when a save of `messages` would be refused now (see
+        `session_file.check_extends`)."""
         dir_fd = self._open_folder(namespace, create=False)
         if dir_fd is None:
             return  # nothing kept: a save adds it
         try:
-            state = _state(path.name, dir_fd)
-            if state is None:
-                return
-            if since is not None and state == since.snapshot:
-                journal = _state(journal_path(path).name, dir_fd)
-                if (journal[1] if journal else 0) == since.journal:
-                    return  # unchanged since this conversation read or wrote it
-            current = read_session(path, dir_fd=dir_fd)
+            check_extends(self.path(namespace, session_id), dir_fd, messages, since)
         finally:
             os.close(dir_fd)
-        if current is not None and _common_prefix(current[0]["messages"], messages) < len(
-            current[0]["messages"]
-        ):
-            raise SessionConflict(session_id)
 
     def admit(self, namespace: str) -> None:
         """SessionLimitError when a new conversation of this caller would pass a limit."""
@@ -201,7 +190,7 @@ class LocalSessionStore:
         path = self.path(namespace, session["id"])
         session["updated"] = datetime.now(UTC).isoformat()
         with self._locked(namespace) as dir_fd:
-            state = _state(path.name, dir_fd)
+            state = file_state(path.name, dir_fd)
             if since is not None and state == since.snapshot:
                 appended = self._append(namespace, path, dir_fd, session, since, replace)
                 if appended is not None:
@@ -212,7 +201,7 @@ class LocalSessionStore:
                 # (not a hand edit, nor another program's) before it is replaced.
                 current = read_session(path, dir_fd=dir_fd)
                 if current is not None and not replace:
-                    _refuse_dropping(current[0]["messages"], session)
+                    refuse_dropping(current[0]["messages"], session)
                 generation = current[1].generation + 1 if current else 0
             else:
                 # Under the lock: no two pass at once.
@@ -249,8 +238,8 @@ class LocalSessionStore:
             return None  # records do not carry the prompt: the file takes it
         messages = session["messages"]
         if not replace:
-            _refuse_dropping(since.messages, session)  # the files are as `since` read them
-        keep = _common_prefix(since.messages, messages)
+            refuse_dropping(since.messages, session)  # the files are as `since` read them
+        keep = common_prefix(since.messages, messages)
         line = journal_record(session, since.generation, keep)
         after = since.snapshot[1] + size + len(line)
         if self.limits.over_bytes(namespace, dir_fd, session["id"], after):
@@ -387,7 +376,7 @@ class LocalSessionStore:
         if dir_fd is None or not create or namespace == OWNER_NAMESPACE:
             return dir_fd
         try:
-            if _state(NAMESPACE_FILE, dir_fd) is None:
+            if file_state(NAMESPACE_FILE, dir_fd) is None:
                 write_at(dir_fd, NAMESPACE_FILE, namespace.encode("utf-8"))
         except BaseException:
             os.close(dir_fd)
@@ -404,26 +393,3 @@ class LocalSessionStore:
                 yield dir_fd
         finally:
             os.close(dir_fd)
-
-
-def _state(name: str, dir_fd: int) -> tuple[int, int, int, int] | None:
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-
-def _refuse_dropping(kept: list[Message], session: SessionFile) -> None:
-    """SessionConflict unless the session's messages begin with every kept one."""
-    if _common_prefix(kept, session["messages"]) < len(kept):
-        raise SessionConflict(session["id"])
-
-
-def _common_prefix(before: list[Message], after: list[Message]) -> int:
-    n = 0
-    for old, new in zip(before, after, strict=False):
-        if old is not new and old != new:
-            break
-        n += 1
-    return n

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, Caller
+from .caller import OWNER_NAMESPACE, SHARED_NAMESPACE, Caller
 
 
 @dataclass(frozen=True, slots=True)
