@@ -45,7 +45,7 @@ def _link_alice_to_owner(skill: MemorySkill) -> tuple[Path, Path]:
     return owner, alice
 
 
-async def test_hardening_m7_a_caller_folder_that_links_to_owner_is_never_written_through(
+async def test_m7_a_caller_folder_that_links_to_owner_is_never_written_through(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _, skill = memory_agent(tmp_path / "keeper")
@@ -68,7 +68,7 @@ async def test_hardening_m7_a_caller_folder_that_links_to_owner_is_never_written
     assert (await use(skill, BOB, "memory_write", key="b", content="x"))["saved"] == "b"
 
 
-async def test_hardening_m7_a_lock_file_that_is_a_link_leaves_its_target_untouched(
+async def test_m7_a_lock_file_that_is_a_link_leaves_its_target_untouched(
     tmp_path: Path,
 ) -> None:
     _, skill = memory_agent(tmp_path / "keeper")
@@ -92,7 +92,7 @@ async def test_hardening_m7_a_lock_file_that_is_a_link_leaves_its_target_untouch
     assert target.read_bytes() == b"a file the agent must never write\n"
 
 
-async def test_hardening_m7_a_note_that_is_a_link_is_refused_as_a_link(
+async def test_m7_a_note_that_is_a_link_is_refused_as_a_link(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Writing or forgetting a note whose file is a link: the documented "was not changed:
@@ -121,7 +121,7 @@ async def test_hardening_m7_a_note_that_is_a_link_is_refused_as_a_link(
     assert (alice / "evil.md").is_symlink()
 
 
-async def test_hardening_m7_the_callers_folder_itself_linked_elsewhere_is_refused(
+async def test_m7_the_callers_folder_itself_linked_elsewhere_is_refused(
     tmp_path: Path,
 ) -> None:
     _, skill = memory_agent(tmp_path / "keeper")
@@ -135,7 +135,7 @@ async def test_hardening_m7_the_callers_folder_itself_linked_elsewhere_is_refuse
     assert list(elsewhere.iterdir()) == []
 
 
-async def test_hardening_m6_a_conversation_block_is_never_kept_through_a_linked_folder(
+async def test_m6_a_conversation_block_is_never_kept_through_a_linked_folder(
     tmp_path: Path,
 ) -> None:
     _, skill = memory_agent(tmp_path / "keeper")
@@ -151,7 +151,7 @@ async def test_hardening_m6_a_conversation_block_is_never_kept_through_a_linked_
 
 
 @pytest.mark.parametrize("argument", ["key", "content", "description"])
-async def test_hardening_m4_a_lone_surrogate_in_a_tool_argument_is_a_tool_error(
+async def test_m4_a_lone_surrogate_in_a_memory_tool_argument_is_a_tool_error(
     tmp_path: Path, argument: str
 ) -> None:
     arguments = {"key": "plan", "content": "Lisbon", "description": "where"}
@@ -171,7 +171,7 @@ async def test_hardening_m4_a_lone_surrogate_in_a_tool_argument_is_a_tool_error(
     assert not skill.store.folder(ALICE.namespace).exists()
 
 
-async def test_hardening_m4_a_surrogate_pair_is_text_and_is_kept(tmp_path: Path) -> None:
+async def test_m4_a_surrogate_pair_in_a_memory_tool_argument_is_kept(tmp_path: Path) -> None:
     raw = '{"key": "plan", "content": "a smile \\ud83d\\ude00", "description": "\\ud83d\\ude00"}'
     model = ScriptedModel([call("memory_write", raw), "noted"])
     skill = MemorySkill()
@@ -191,7 +191,7 @@ def _full_notes(limit: int) -> str:
     )
 
 
-async def test_hardening_quota_a_caller_keeps_at_most_caller_notes(tmp_path: Path) -> None:
+async def test_memory_limits_a_caller_keeps_at_most_caller_notes(tmp_path: Path) -> None:
     _, skill = memory_agent(tmp_path / "keeper", caller_notes=2)
     for key in ("one", "two"):
         await use(skill, ALICE, "memory_write", key=key, content=key)
@@ -211,7 +211,7 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_notes(tmp_path: Pat
     assert len((await use(skill, OWNER, "memory_list"))["notes"]) == 13
 
 
-async def test_hardening_quota_counts_what_other_processes_wrote_and_forgot(
+async def test_memory_limits_count_what_other_processes_wrote_and_forgot(
     tmp_path: Path,
 ) -> None:
     _, first = memory_agent(tmp_path / "keeper", caller_notes=2)
@@ -226,7 +226,7 @@ async def test_hardening_quota_counts_what_other_processes_wrote_and_forgot(
         await use(first, ALICE, "memory_write", key="four", content="4")
 
 
-async def test_hardening_quota_a_caller_keeps_at_most_caller_note_bytes(tmp_path: Path) -> None:
+async def test_memory_limits_a_caller_keeps_at_most_caller_note_bytes(tmp_path: Path) -> None:
     _, skill = memory_agent(tmp_path / "keeper", caller_note_bytes=400)
     await use(skill, ALICE, "memory_write", key="big", content="x" * 250)
     folder = skill.store.folder(ALICE.namespace)
@@ -244,7 +244,7 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_note_bytes(tmp_path
     assert (await use(skill, ALICE, "memory_write", key="more", content="y" * 200))["saved"]
 
 
-async def test_hardening_quota_the_owner_is_capped_only_when_set(tmp_path: Path) -> None:
+async def test_memory_limits_the_owner_is_capped_only_when_set(tmp_path: Path) -> None:
     _, skill = memory_agent(tmp_path / "keeper", owner_notes=1)
     await use(skill, OWNER, "memory_write", key="one", content="1")
     with pytest.raises(ToolError) as refused:
@@ -267,7 +267,7 @@ NEWCOMERS = [
 
 
 @pytest.mark.parametrize(("setting", "who", "newcomer"), NEWCOMERS)
-async def test_hardening_quota_channel_senders_and_jwt_callers_namespaces_are_capped(
+async def test_memory_limits_channel_senders_and_jwt_callers_namespaces_are_capped(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     setting: str,
@@ -307,7 +307,7 @@ async def test_hardening_quota_channel_senders_and_jwt_callers_namespaces_are_ca
     }
 
 
-def test_hardening_quota_settings_are_checked(tmp_path: Path) -> None:
+def test_memory_limits_settings_are_checked(tmp_path: Path) -> None:
     agent = load_agent(
         write_agent(
             tmp_path / "a",
@@ -323,7 +323,7 @@ def test_hardening_quota_settings_are_checked(tmp_path: Path) -> None:
     )
 
 
-def test_hardening_quota_jwt_callers_setting_is_checked(tmp_path: Path) -> None:
+def test_memory_limits_jwt_callers_setting_is_checked(tmp_path: Path) -> None:
     settings = load_agent(write_agent(tmp_path / "a", "skills:\n  - memory")).skill("memory")
     assert settings is not None and settings.settings.jwt_callers == 10_000
     with pytest.raises(AgentFileError) as refused:

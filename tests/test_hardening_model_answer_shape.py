@@ -211,7 +211,7 @@ def _events(strings_or_chunks: list[Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize("case", MALFORMED_BODIES)
-async def test_hardening_a_malformed_completion_is_a_model_error_that_names_it(
+async def test_r3_a_malformed_completion_is_a_model_error_that_names_it(
     case: str, raw: tuple[_Answers, str]
 ) -> None:
     answers, base_url = raw
@@ -225,7 +225,7 @@ async def test_hardening_a_malformed_completion_is_a_model_error_that_names_it(
 
 
 @pytest.mark.parametrize("case", MALFORMED_STREAMS)
-async def test_hardening_a_malformed_streamed_chunk_is_a_model_error_that_names_it(
+async def test_r3_a_malformed_streamed_chunk_is_a_model_error_that_names_it(
     case: str, raw: tuple[_Answers, str]
 ) -> None:
     answers, base_url = raw
@@ -292,7 +292,7 @@ def _logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
     ("stream", "case"),
     [(False, case) for case in MALFORMED_BODIES] + [(True, case) for case in MALFORMED_STREAMS],
 )
-def test_hardening_a_malformed_model_answer_is_502_model_error_with_one_log_line(
+def test_r3_a_malformed_model_answer_is_502_model_error_with_one_log_line(
     stream: bool, case: str, raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     answers, base_url = raw
@@ -315,7 +315,7 @@ def test_hardening_a_malformed_model_answer_is_502_model_error_with_one_log_line
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_hardening_content_as_a_list_of_text_parts_is_taken_as_text(
+def test_r3_content_as_a_list_of_text_parts_is_taken_as_text(
     stream: bool, raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     answers, base_url = raw
@@ -329,7 +329,7 @@ def test_hardening_content_as_a_list_of_text_parts_is_taken_as_text(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_hardening_tool_arguments_as_a_json_object_are_taken_as_that_object(
+async def test_r3_tool_arguments_as_a_json_object_are_taken_as_that_object(
     stream: bool, raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Was: "the tool failed unexpectedly (AttributeError)" and a traceback (not streamed), a
@@ -367,7 +367,7 @@ async def test_hardening_tool_arguments_as_a_json_object_are_taken_as_that_objec
     assert _logged(caplog) == []
 
 
-def test_hardening_parse_arguments_takes_an_object_as_that_object() -> None:
+def test_r4_parse_arguments_takes_an_object_as_that_object() -> None:
     """For any Model: one that hands over the arguments as a dict, not their JSON text."""
     given: Any = {"query": "tea", "options": {"deep": [1, 2]}, "text": "caf\u00e9"}
     assert parse_arguments(ToolCall("c1", "look_up", given)) == given
@@ -392,7 +392,7 @@ def _nested(levels: int) -> dict[str, Any]:
         (_nested(100_000), TOO_DEEP),  # deeper than json.dumps can write
     ],
 )
-def test_hardening_parse_arguments_refuses_what_is_neither_text_nor_an_object(
+def test_r4_parse_arguments_refuses_what_is_neither_text_nor_an_object(
     arguments: Any, refused: str
 ) -> None:
     with pytest.raises(ToolError) as caught:
@@ -400,12 +400,12 @@ def test_hardening_parse_arguments_refuses_what_is_neither_text_nor_an_object(
     assert str(caught.value) == refused
 
 
-def test_hardening_arguments_as_an_object_at_the_nesting_limit_are_taken() -> None:
+def test_r4_arguments_as_an_object_at_the_nesting_limit_are_taken() -> None:
     given = _nested(MAX_NESTING)
     assert parse_arguments(ToolCall("c1", "look_up", given)) == given  # type: ignore[arg-type]
 
 
-async def test_hardening_tool_arguments_of_another_kind_are_a_tool_error_that_says_so(
+async def test_r3_tool_arguments_of_another_kind_are_a_tool_error_that_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     class _ListArguments(Model):
@@ -449,7 +449,7 @@ NOT_TEXT = "the model numbers replied with content that is a number (int), not t
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_hardening_a_models_content_that_is_not_text_is_a_model_error(
+async def test_r3_a_models_content_that_is_not_text_is_a_model_error(
     stream: bool,
 ) -> None:
     conversation = await Agent("helper", model=_NumberModel()).start()
@@ -462,7 +462,7 @@ async def test_hardening_a_models_content_that_is_not_text_is_a_model_error(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_hardening_a_models_content_that_is_not_text_is_502_over_http(
+def test_r3_a_models_content_that_is_not_text_is_502_over_http(
     stream: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO), _serve(_NumberModel()) as client:
@@ -470,7 +470,7 @@ def test_hardening_a_models_content_that_is_not_text_is_502_over_http(
     assert _logged(caplog) == [("webagents.server", f"the model failed: {NOT_TEXT}", False)]
 
 
-async def test_hardening_tool_arguments_as_an_object_nested_too_deep_are_a_tool_error(
+async def test_r3_tool_arguments_as_an_object_nested_too_deep_are_a_tool_error(
     raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     answers, base_url = raw
@@ -489,7 +489,7 @@ async def test_hardening_tool_arguments_as_an_object_nested_too_deep_are_a_tool_
     assert _logged(caplog) == []
 
 
-async def test_hardening_tool_arguments_as_an_object_with_a_lone_surrogate_stay_escaped(
+async def test_r3_tool_arguments_as_an_object_with_a_lone_surrogate_stay_escaped(
     raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The object's text keeps the `\\ud800` escape it came with (no file or reply can hold

@@ -57,7 +57,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_hardening_a_lone_surrogate_in_a_reply_is_answered_and_kept_as_u_fffd(
+async def test_r3_a_lone_surrogate_in_a_reply_is_answered_and_kept_as_u_fffd(
     stream: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     conversation = await Agent("echo", model=FunctionModel(lambda _: LONE, name="odd")).start()
@@ -89,7 +89,7 @@ class _Halves(Model):
         yield await self.complete(request)
 
 
-async def test_hardening_a_surrogate_pair_split_across_deltas_streams_as_what_is_kept() -> None:
+async def test_r3_a_surrogate_pair_split_across_deltas_streams_as_what_is_kept() -> None:
     conversation = await Agent("echo", model=_Halves()).start()
     events = [event async for event in conversation.stream("hi")]
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
@@ -123,7 +123,7 @@ def test_scripted_server_sends_a_lone_surrogate_as_its_json_escape(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_hardening_a_lone_surrogate_from_the_endpoint_is_answered_and_kept_over_http(
+def test_r3_a_lone_surrogate_from_the_endpoint_is_answered_and_kept_over_http(
     stream: bool, odd_endpoint: ScriptedServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Was: 500 internal_error with two tracebacks (streamed: an error event and one), the
@@ -190,7 +190,7 @@ TOO_DEEP = (
 
 
 @pytest.mark.parametrize("levels", [MAX_NESTING + 1, 5000, 200_000])
-async def test_hardening_tool_arguments_nested_too_deep_are_a_tool_error_that_says_so(
+async def test_r3_tool_arguments_nested_too_deep_are_a_tool_error_that_says_so(
     levels: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Was: "failed unexpectedly (RecursionError)" and a traceback from json.loads."""
@@ -206,7 +206,7 @@ async def test_hardening_tool_arguments_nested_too_deep_are_a_tool_error_that_sa
     assert _warnings(caplog) == []
 
 
-async def test_hardening_tool_arguments_at_the_nesting_limit_reach_the_tool() -> None:
+async def test_r3_tool_arguments_at_the_nesting_limit_reach_the_tool() -> None:
     model = ScriptedModel([call("depth", _deep_arguments(MAX_NESTING)), "done"])
     result = await Agent("calc", tools=[depth], model=model).run("how deep?")
     assert result.messages[1]["content"] == str(MAX_NESTING - 1)  # the list, without the object
@@ -226,7 +226,7 @@ async def test_hardening_tool_arguments_at_the_nesting_limit_reach_the_tool() ->
         ('{"value": "unclosed' + "[" * 5000, "arguments are not valid JSON"),
     ],
 )
-def test_hardening_argument_nesting_is_counted_outside_strings_only(
+def test_r4_argument_nesting_is_counted_outside_strings_only(
     arguments: str, expected: dict[str, Any] | str
 ) -> None:
     tool_call = ToolCall("call-1", "depth", arguments)
@@ -264,7 +264,7 @@ def deep_endpoint() -> Iterator[AppServer]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_hardening_an_endpoint_answer_nested_too_deep_is_a_model_error(
+async def test_r3_an_endpoint_answer_nested_too_deep_is_a_model_error(
     stream: bool, deep_endpoint: AppServer
 ) -> None:
     model = OpenAIModel("deep", base_url=f"{deep_endpoint.url}/v1", api_key="k", max_retries=0)

@@ -58,7 +58,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 # -- symbolic links on the write paths (S7) -------------------------------------------------------
 
 
-async def test_hardening_s7_a_caller_folder_linked_to_another_callers_is_refused(
+async def test_s7_a_caller_folder_linked_to_another_callers_is_refused(
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "helper"
@@ -83,7 +83,7 @@ async def test_hardening_s7_a_caller_folder_linked_to_another_callers_is_refused
     assert agent.skill("session").store.recent(ALICE.namespace or "") == []  # type: ignore[union-attr]
 
 
-async def test_hardening_s7_a_lock_file_that_is_a_link_leaves_its_target_untouched(
+async def test_s7_a_lock_file_that_is_a_link_leaves_its_target_untouched(
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "helper"
@@ -105,7 +105,7 @@ async def test_hardening_s7_a_lock_file_that_is_a_link_leaves_its_target_untouch
 # -- limits (quotas) ------------------------------------------------------------------------------
 
 
-async def test_hardening_quota_a_caller_keeps_at_most_caller_sessions(
+async def test_session_limits_a_caller_keeps_at_most_caller_sessions(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "helper"
@@ -136,7 +136,7 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_sessions(
     ]
 
 
-async def test_hardening_quota_two_new_conversations_at_once_never_pass_the_limit(
+async def test_session_limits_two_new_conversations_at_once_never_pass_the_limit(
     tmp_path: Path,
 ) -> None:
     """Both started before either was kept: the second is refused when it is kept."""
@@ -151,7 +151,7 @@ async def test_hardening_quota_two_new_conversations_at_once_never_pass_the_limi
     assert sorted(p.name for p in alice.glob("*.json")) == ["one.json"]
 
 
-async def test_hardening_quota_the_owner_is_limited_only_when_set(tmp_path: Path) -> None:
+async def test_session_limits_the_owner_is_limited_only_when_set(tmp_path: Path) -> None:
     agent = _agent(tmp_path / "helper", owner_sessions=1)
     await (await agent.start(Caller.owner(), conversation_id="one")).send("hi")
     with pytest.raises(SessionLimitError, match="at most 1 conversations for its owner"):
@@ -170,7 +170,7 @@ NEWCOMERS = [
 
 
 @pytest.mark.parametrize(("setting", "who", "newcomer"), NEWCOMERS)
-async def test_hardening_quota_channel_senders_and_jwt_callers_with_conversations_are_capped(
+async def test_session_limits_channel_senders_and_jwt_callers_with_conversations_are_capped(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
     setting: str,
@@ -204,7 +204,7 @@ async def test_hardening_quota_channel_senders_and_jwt_callers_with_conversation
     assert len(list((_root(tmp_path / "helper") / "callers").iterdir())) == 2 + 1 + 1
 
 
-def test_hardening_quota_session_settings_are_checked(tmp_path: Path) -> None:
+def test_session_limits_settings_are_checked(tmp_path: Path) -> None:
     agent = load_agent(
         write_agent(tmp_path / "a", "skills:\n  - session: {caller_sessions: 5, owner_sessions: 9}")
     )
@@ -249,7 +249,7 @@ def _post(client: TestClient, session_id: str, *, stream: bool = False) -> Any:
     )
 
 
-def test_hardening_quota_a_served_caller_past_its_limit_gets_429(tmp_path: Path) -> None:
+def test_session_limits_a_served_caller_past_its_limit_gets_429(tmp_path: Path) -> None:
     with _client(_agent(tmp_path / "helper", caller_sessions=1)) as client:
         assert _post(client, "one").status_code == 200
         refused = _post(client, "two")
@@ -269,7 +269,7 @@ def test_hardening_quota_a_served_caller_past_its_limit_gets_429(tmp_path: Path)
         assert _post(client, "one").status_code == 200
 
 
-def test_hardening_s7_a_full_disk_while_keeping_a_session_answers_507(
+def test_s7_a_full_disk_while_keeping_a_session_answers_507(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     real_fsync = os.fsync
@@ -300,7 +300,7 @@ def test_hardening_s7_a_full_disk_while_keeping_a_session_answers_507(
         assert _post(client, "plan").status_code == 200  # and kept once there is room
 
 
-def test_hardening_s7_a_linked_caller_folder_answers_500_and_the_owner_is_told(
+def test_s7_a_linked_caller_folder_answers_500_and_the_owner_is_told(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "helper"
@@ -320,7 +320,7 @@ def test_hardening_s7_a_linked_caller_folder_answers_500_and_the_owner_is_told(
     assert any(str(callers) in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
 
 
-async def test_hardening_lookalike_a_caller_folder_names_its_caller_by_its_marker(
+async def test_s7_a_caller_folder_names_its_caller_by_its_marker(
     tmp_path: Path,
 ) -> None:
     """The owner's tools name a caller's folder by its marker (so `webagents sessions` shows
@@ -345,7 +345,7 @@ async def test_hardening_lookalike_a_caller_folder_names_its_caller_by_its_marke
 
 
 @pytest.mark.parametrize("which", ["journal", "snapshot"])
-def test_hardening_s7_a_session_file_that_is_a_link_answers_500_session_unsafe(
+def test_s7_a_session_file_that_is_a_link_answers_500_session_unsafe(
     tmp_path: Path, which: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """`.s1.journal` (or `s1.json`) made a link: the documented 500 session_unsafe with the
@@ -391,7 +391,7 @@ def test_hardening_s7_a_session_file_that_is_a_link_answers_500_session_unsafe(
     assert target.read_bytes() == b"never read or written by the agent\n"
 
 
-def test_hardening_s7_read_session_refuses_a_link_as_a_link(tmp_path: Path) -> None:
+def test_s7_read_session_refuses_a_link_as_a_link(tmp_path: Path) -> None:
     """`read_session` from code (and `webagents sessions`, and `recent`) name a linked session
     file as a link (SessionLinkError), never follow it."""
     real = tmp_path / "real.json"
@@ -424,7 +424,7 @@ def _would_make(refused: pytest.ExceptionInfo[SessionLimitError]) -> int:
     return int(found[1])
 
 
-async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
+async def test_session_limits_a_caller_keeps_at_most_caller_session_bytes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "helper"
@@ -485,7 +485,7 @@ async def test_hardening_quota_a_caller_keeps_at_most_caller_session_bytes(
     ]
 
 
-async def test_hardening_quota_session_bytes_count_what_another_process_kept(
+async def test_session_limits_bytes_count_what_another_process_kept(
     tmp_path: Path,
 ) -> None:
     """The bytes are counted under the folder's lock when a turn is kept, so conversations
@@ -503,7 +503,7 @@ async def test_hardening_quota_session_bytes_count_what_another_process_kept(
     assert sorted(p.name for p in alice.glob("*.json")) == ["big.json"]
 
 
-async def test_hardening_quota_the_owner_session_bytes_only_when_set(tmp_path: Path) -> None:
+async def test_session_limits_the_owners_bytes_are_capped_only_when_set(tmp_path: Path) -> None:
     agent = _agent(tmp_path / "helper", owner_session_bytes=2000)
     await (await agent.start(Caller.owner(), conversation_id="one")).send("x" * 1000)
     with pytest.raises(SessionLimitError) as refused:
@@ -515,7 +515,7 @@ async def test_hardening_quota_the_owner_session_bytes_only_when_set(tmp_path: P
     )
 
 
-def test_hardening_quota_a_served_caller_past_its_session_bytes_gets_429(tmp_path: Path) -> None:
+def test_session_limits_a_served_caller_past_its_session_bytes_gets_429(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
     model = FunctionModel(_echo)
     agent = _agent(folder, model, caller_session_bytes=2000)
@@ -570,7 +570,7 @@ def test_hardening_quota_a_served_caller_past_its_session_bytes_gets_429(tmp_pat
         )  # not kept: no limit applies
 
 
-def test_hardening_quota_session_byte_settings_are_checked(tmp_path: Path) -> None:
+def test_session_limits_byte_settings_are_checked(tmp_path: Path) -> None:
     for setting in ("caller_session_bytes", "owner_session_bytes", "jwt_callers"):
         with pytest.raises(AgentFileError) as refused:
             load_agent(write_agent(tmp_path / setting, f"skills:\n  - session: {{{setting}: 0}}"))
@@ -583,7 +583,7 @@ def test_hardening_quota_session_byte_settings_are_checked(tmp_path: Path) -> No
     assert agent.skill("session").settings.caller_session_bytes is None  # type: ignore[union-attr]
 
 
-def test_hardening_quota_a_session_limit_is_not_retried_by_the_official_client(
+def test_session_limits_a_refused_turn_is_not_retried_by_the_official_client(
     tmp_path: Path,
 ) -> None:
     """A turn refused for a limit on what is kept would only run again and be refused again:
@@ -609,7 +609,7 @@ def test_hardening_quota_a_session_limit_is_not_retried_by_the_official_client(
     assert len(model.requests) == 1
 
 
-async def test_hardening_s7_a_hard_linked_journal_is_refused_and_the_other_callers_untouched(
+async def test_s7_a_hard_linked_journal_is_refused_and_the_other_callers_untouched(
     tmp_path: Path,
 ) -> None:
     """A journal with a second name (a hard link to another caller's) is neither appended to

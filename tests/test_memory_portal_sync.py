@@ -417,7 +417,7 @@ def refusing(double: MemoryDouble, status: int, message: str, word: str) -> None
         (413, "the note's content is 1,100,005 bytes, over the store's 1,000,000"),
     ],
 )
-async def test_review_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the_rest_goes_on(
+async def test_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the_rest_goes_on(
     tmp_path: Path,
     double: MemoryDouble,
     caplog: pytest.LogCaptureFixture,
@@ -460,7 +460,7 @@ async def test_review_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the
     assert "refused" not in skill.report(rights_of(BOB))  # another caller's is not shown
 
 
-async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
+async def test_p7_a_line_refused_for_now_waits_and_keeps_its_order(
     tmp_path: Path, double: MemoryDouble
 ) -> None:
     skill = synced_agent(tmp_path / "a", double)
@@ -487,7 +487,7 @@ async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
 
 
 @pytest.mark.parametrize("portal_change", ["edit", "forget"])
-async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
+async def test_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
     tmp_path: Path, double: MemoryDouble, portal_change: str
 ) -> None:
     skill, sync = await synced_plan(tmp_path, double)
@@ -532,7 +532,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
 
 
 @pytest.mark.parametrize("later", ["here", "portal"])
-async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_later_current(
+async def test_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_later_current(
     tmp_path: Path, double: MemoryDouble, later: str
 ) -> None:
     skill, sync = await synced_plan(tmp_path, double)

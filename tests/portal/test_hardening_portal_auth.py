@@ -39,7 +39,7 @@ def _wrong_sign_ins(url: str, forwarded_for: list[str]) -> list[int]:
     return statuses
 
 
-def test_hardening_forwarded_for_is_not_believed_by_default_p1(
+def test_p1_the_sign_in_limit_believes_no_forwarded_for_by_default(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
     """A local client naming a new address in each X-Forwarded-For is still counted as
@@ -52,7 +52,7 @@ def test_hardening_forwarded_for_is_not_believed_by_default_p1(
     assert statuses == [401] * 20 + [429] * 2
 
 
-def test_hardening_forwarded_allow_ips_names_the_proxy_p1(
+def test_p1_the_sign_in_limit_counts_the_forwarded_client_of_a_named_proxy(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
     """Behind a named proxy, the client address is the forwarded one: 20 failures from one
@@ -82,7 +82,7 @@ def _exchange(client: TestClient, key: str) -> str:
     return str(answer.json()["access_token"])
 
 
-def test_hardening_revoking_an_api_key_revokes_the_tokens_given_for_it_p2(
+def test_p2_revoking_an_api_key_revokes_the_tokens_given_for_it(
     client: TestClient, db: Session
 ) -> None:
     alice = make_account(db, "alice")
@@ -106,7 +106,7 @@ def test_hardening_revoking_an_api_key_revokes_the_tokens_given_for_it_p2(
     assert me(kept) == (200, None)  # the other key's token lives on
 
 
-def test_hardening_agent_tokens_live_15_minutes_portal_tokens_24_hours_a(
+def test_p2_agent_tokens_live_15_minutes_portal_tokens_24_hours(
     client: TestClient, db: Session
 ) -> None:
     alice = make_account(db, "alice")
@@ -125,7 +125,7 @@ def test_hardening_agent_tokens_live_15_minutes_portal_tokens_24_hours_a(
     ) == (900, 900, 86400)
 
 
-def test_hardening_the_account_limit_holds_for_concurrent_guesses_at_two_portals_p1(
+def test_p1_the_account_limit_holds_for_concurrent_guesses_at_two_portals(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
     """16 wrong passwords for one account sent at once, half to each of two processes on one

@@ -25,7 +25,7 @@ def _security(answer: Any) -> dict[str, str | None]:
     }
 
 
-def test_hardening_every_page_forbids_framing_sniffing_and_referrers(
+def test_web_every_page_forbids_framing_sniffing_and_referrers(
     client: TestClient, db: Session
 ) -> None:
     make_account(db)
@@ -60,7 +60,7 @@ def test_hardening_every_page_forbids_framing_sniffing_and_referrers(
     assert redirect.status_code == 303
 
 
-def test_hardening_the_pages_inline_style_is_the_one_the_policy_allows(client: TestClient) -> None:
+def test_web_the_pages_inline_style_is_the_one_the_policy_allows(client: TestClient) -> None:
     import base64
     import hashlib
 
@@ -71,9 +71,7 @@ def test_hardening_the_pages_inline_style_is_the_one_the_policy_allows(client: T
     assert f"style-src 'sha256-{digest}'" in page.headers["content-security-policy"]
 
 
-def test_hardening_api_answers_are_nosniff_and_never_cached(
-    client: TestClient, db: Session
-) -> None:
+def test_web_api_answers_are_nosniff_and_never_cached(client: TestClient, db: Session) -> None:
     scope = make_account(db)
     key = accounts.create_key(db, scope, "cli").key
     bearer = {"Authorization": f"Bearer {key}"}
@@ -103,9 +101,7 @@ def _no_store(answer: Any) -> tuple[int, str | None, str | None]:
     return answer.status_code, answer.headers.get("cache-control"), answer.headers.get("pragma")
 
 
-def test_hardening_every_answer_with_a_token_or_key_is_no_store(
-    client: TestClient, db: Session
-) -> None:
+def test_p2_every_answer_with_a_token_or_key_is_no_store(client: TestClient, db: Session) -> None:
     """RFC 6749 5.1: a token answer says Cache-Control: no-store and Pragma: no-cache."""
     scope = make_account(db)
     bearer = {"Authorization": f"Bearer {accounts.create_key(db, scope, 'cli').key}"}
@@ -161,7 +157,7 @@ def test_hardening_every_answer_with_a_token_or_key_is_no_store(
         ("skills", "a list or a mapping ([] or {} for none)"),
     ],
 )
-def test_hardening_p4_patch_with_null_for_a_required_field_is_a_400_saying_what_to_send(
+def test_p4_patch_with_null_for_a_required_field_is_a_400_saying_what_to_send(
     client: TestClient, db: Session, field: str, what: str
 ) -> None:
     scope = make_account(db)
@@ -190,7 +186,7 @@ def test_hardening_p4_patch_with_null_for_a_required_field_is_a_400_saying_what_
     assert (cleared.status_code, cleared.json()["agent"]["model"]) == (200, None)
 
 
-def test_hardening_the_home_pages_title_is_only_the_title(client: TestClient, db: Session) -> None:
+def test_web_the_home_pages_title_is_only_the_title(client: TestClient, db: Session) -> None:
     make_account(db)
     sign_in(client)
     page = client.get("/").text

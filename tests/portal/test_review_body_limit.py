@@ -36,7 +36,7 @@ def _body(size: int) -> bytes:
     return head + b"a" * (size - len(head) - len(tail)) + tail
 
 
-def test_review_p5_anonymous_put_over_the_default_cap_is_refused_413(
+def test_p5_an_anonymous_put_over_the_default_body_cap_is_refused_413(
     settings: PortalSettings, migrated_engine: Engine, db: Session
 ) -> None:
     assert settings.max_body_bytes == CAP
@@ -48,7 +48,7 @@ def test_review_p5_anonymous_put_over_the_default_cap_is_refused_413(
         assert answer.json() == _too_large(CAP)
 
 
-def test_review_a_body_without_content_length_is_cut_at_the_cap(
+def test_body_limit_a_body_without_content_length_is_cut_at_the_cap(
     settings: PortalSettings, migrated_engine: Engine, db: Session
 ) -> None:
     small = dataclasses.replace(settings, max_body_bytes=1000)
@@ -66,7 +66,7 @@ def test_review_a_body_without_content_length_is_cut_at_the_cap(
             assert answer.json() == _too_large(1000)
 
 
-def test_review_a_body_under_the_cap_reaches_the_route(
+def test_body_limit_a_body_under_the_cap_reaches_the_route(
     settings: PortalSettings, migrated_engine: Engine, db: Session
 ) -> None:
     small = dataclasses.replace(settings, max_body_bytes=1000)

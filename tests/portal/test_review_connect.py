@@ -98,7 +98,7 @@ def _start(request_id: str, content_type: str) -> dict[str, Any]:
     }
 
 
-def test_review_p12_a_non_stream_reply_over_the_cap_is_502(
+def test_p12_a_non_stream_reply_over_the_relays_cap_is_502(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(live, "MAX_REPLY_CHARS", 1000)
@@ -125,7 +125,7 @@ def test_review_p12_a_non_stream_reply_over_the_cap_is_502(
     )
 
 
-def test_review_p12_the_body_type_is_the_portals_own(world: World) -> None:
+def test_p12_a_relayed_replys_body_type_is_the_portals_own(world: World) -> None:
     def html(request_id: str) -> list[dict[str, Any]]:
         return [
             _start(request_id, "text/html"),
@@ -146,7 +146,7 @@ def test_review_p12_the_body_type_is_the_portals_own(world: World) -> None:
     assert streamed.headers["x-content-type-options"] == "nosniff"
 
 
-def test_review_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) -> None:
+def test_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) -> None:
     headers = {"Authorization": f"Bearer {world.agent_key}"}
     with world.client.websocket_connect("/ws", headers=headers) as first:
         assert first.receive_json()["type"] == "hello"
@@ -163,7 +163,7 @@ def test_review_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) 
         assert again.receive_json()["type"] == "hello"
 
 
-def test_review_p12_an_assertion_signed_with_a_brand_new_key(tmp_path: Path) -> None:
+def test_p12_an_assertion_signed_with_a_brand_new_key_is_valid(tmp_path: Path) -> None:
     url = f"sqlite+pysqlite:///{tmp_path / 'portal.db'}"
     engine = make_engine(PortalSettings(database_url=url))
     upgrade(engine)
