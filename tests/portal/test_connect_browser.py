@@ -16,7 +16,7 @@ from webagents.portal.connect.service import MAX_WEB_MESSAGE
 from .connect_agent import ConnectAgent
 from .processes import Served
 from .test_chats_browser import _sign_in
-from .test_connect import World, make_world
+from .test_connect_portal_side import World, make_world
 
 
 def test_p11_owner_continues_a_chat_on_the_web_in_chromium(

@@ -15,7 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from webagents.portal.connect.protocol import CLOSE_UNAUTHORIZED
 
 from .processes import Served
-from .test_connect import World, make_world
+from .test_connect_portal_side import World, make_world
 
 CLOSED_WITHIN = 60.0
 """A bound on the wait for the portal to close the revoked machine's connection (it checks

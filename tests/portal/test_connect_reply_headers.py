@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .test_review_connect import HI, World, _world
+from .test_connect_relay import HI, World, _world
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from .connect_agent import WAIT, ConnectAgent
 from .processes import Served
-from .test_connect import HI, World, make_world
+from .test_connect_portal_side import HI, World, make_world
 
 
 @pytest.fixture
