@@ -1,115 +1,44 @@
-"""Issue 11, what the session skill keeps: no write through a link (S7), limits on kept
-conversations (S5), and a full disk answered 507 over HTTP."""
+"""S5, the limits on what the session skill keeps for its callers: how many conversations
+and how many bytes each caller (and the owner, when set) keeps, how many channel senders and
+JWT callers keep any, the settings that set them, and a 429 over HTTP that the official client
+does not retry."""
 
 from __future__ import annotations
 
-import errno
-import logging
-import os
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from starlette.testclient import TestClient
 
-from webagents import Agent, Caller, load_agent
-from webagents.access import AccessVerifier
-from webagents.agent_file import AccessSpec
+from webagents import Caller, load_agent
 from webagents.errors import AgentFileError
-from webagents.home import sessions_dir
-from webagents.model import ModelRequest
-from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.skills.session import (
     SessionLimitError,
-    SessionLinkError,
     SessionSkill,
-    read_session,
 )
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.skills.session.store import caller_hash
 from webagents.testing import FunctionModel
 
 from .conftest import write_agent
-
-ALICE = Caller.verified("alice@example.com")
-BOB = Caller.verified("bob@example.com")
-
-
-def _echo(request: ModelRequest) -> str:
-    return f"seen {len(request.messages)}"
-
-
-def _agent(folder: Path, model: FunctionModel | None = None, **settings: Any) -> Agent:
-    folder.mkdir(parents=True, exist_ok=True)
-    skill = SessionSkill(agent_dir=folder, **settings)
-    return Agent("helper", "Be brief.", skills=[skill], model=model or FunctionModel(_echo))
-
-
-def _root(folder: Path) -> Path:
-    return sessions_dir() / agent_folder_name(folder) / "helper"
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
-# -- symbolic links on the write paths (S7) -------------------------------------------------------
-
-
-async def test_s7_a_caller_folder_linked_to_another_callers_is_refused(
-    tmp_path: Path,
-) -> None:
-    folder = tmp_path / "helper"
-    agent = _agent(folder)
-    await (await agent.start(BOB, conversation_id="plan")).send("bob's secret plan")
-    await (await agent.start(ALICE, conversation_id="mine")).send("alice's")
-    bob = _root(folder) / "callers" / caller_hash(BOB.namespace or "")
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
-    shutil.rmtree(alice)
-    alice.symlink_to(bob)
-    before = _files(bob)
-
-    for conversation in ("plan", "new"):  # reading bob's, or adding one to his folder
-        with pytest.raises(SessionLinkError) as refused:
-            await (await agent.start(ALICE, conversation_id=conversation)).send("mine now")
-        assert str(refused.value) == (
-            f"{alice} is a symbolic link or not a folder; nothing is written through it "
-            "(replace it with a real folder or file, or remove it); the conversations there "
-            "are neither read nor kept"
-        )
-    assert _files(bob) == before
-    assert agent.skill("session").store.recent(ALICE.namespace or "") == []  # type: ignore[union-attr]
-
-
-async def test_s7_a_lock_file_that_is_a_link_leaves_its_target_untouched(
-    tmp_path: Path,
-) -> None:
-    folder = tmp_path / "helper"
-    agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="plan")).send("hi")
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
-    target = tmp_path / "precious.txt"
-    target.write_bytes(b"never written by the agent\n")
-    before = target.stat()
-    (alice / ".lock").unlink()
-    (alice / ".lock").symlink_to(target)
-    conversation = await agent.start(ALICE, conversation_id="plan")
-    with pytest.raises(SessionLinkError, match=r"\.lock is a symbolic link or not a plain file"):
-        await conversation.send("again")
-    assert target.read_bytes() == b"never written by the agent\n"
-    assert target.stat().st_mtime_ns == before.st_mtime_ns
-
-
-# -- limits (quotas) ------------------------------------------------------------------------------
+from .session_helpers import (
+    ALICE,
+    BOB,
+    echo,
+    plain_files,
+    post_turn,
+    served_client,
+    session_agent,
+    sessions_root,
+)
 
 
 async def test_session_limits_a_caller_keeps_at_most_caller_sessions(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "helper"
-    agent = _agent(folder, caller_sessions=2)
+    agent = session_agent(folder, caller_sessions=2)
     for conversation in ("one", "two"):
         await (await agent.start(ALICE, conversation_id=conversation)).send("hi")
     for _ in range(2):
@@ -127,10 +56,12 @@ async def test_session_limits_a_caller_keeps_at_most_caller_sessions(
     await (await agent.start(BOB, conversation_id="three")).send("hi")
     for n in range(4):
         await (await agent.start(Caller.owner(), conversation_id=f"o{n}")).send("hi")
-    kept = sorted(str(p.relative_to(_root(folder))) for p in _root(folder).rglob("*.json"))
+    kept = sorted(
+        str(p.relative_to(sessions_root(folder))) for p in sessions_root(folder).rglob("*.json")
+    )
     assert len(kept) == 2 + 1 + 4
     logged = [r.getMessage() for r in caplog.records if r.name == "webagents.session"]
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
+    alice = sessions_root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     assert logged == [
         f"session: {alice} keeps 2 conversations, the most this agent keeps for one caller"
     ]
@@ -141,18 +72,18 @@ async def test_session_limits_two_new_conversations_at_once_never_pass_the_limit
 ) -> None:
     """Both started before either was kept: the second is refused when it is kept."""
     folder = tmp_path / "helper"
-    agent = _agent(folder, caller_sessions=1)
+    agent = session_agent(folder, caller_sessions=1)
     first = await agent.start(ALICE, conversation_id="one")
     second = await agent.start(ALICE, conversation_id="two")
     await first.send("hi")
     with pytest.raises(SessionLimitError):
         await second.send("hi")
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
+    alice = sessions_root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     assert sorted(p.name for p in alice.glob("*.json")) == ["one.json"]
 
 
 async def test_session_limits_the_owner_is_limited_only_when_set(tmp_path: Path) -> None:
-    agent = _agent(tmp_path / "helper", owner_sessions=1)
+    agent = session_agent(tmp_path / "helper", owner_sessions=1)
     await (await agent.start(Caller.owner(), conversation_id="one")).send("hi")
     with pytest.raises(SessionLimitError, match="at most 1 conversations for its owner"):
         await agent.start(Caller.owner(), conversation_id="two")
@@ -181,7 +112,7 @@ async def test_session_limits_channel_senders_and_jwt_callers_with_conversations
     without end): past the cap, a new one's conversations are not kept. API keys' callers and
     the other kind are not counted; those that keep some go on."""
     caps = {"channel_senders": 1, "jwt_callers": 1, setting: 2}
-    agent = _agent(tmp_path / "helper", **caps)
+    agent = session_agent(tmp_path / "helper", **caps)
     callers = [newcomer(n) for n in range(4)]
     for caller in callers[:2]:
         await (await agent.start(caller, conversation_id="c")).send("hi")
@@ -201,7 +132,7 @@ async def test_session_limits_channel_senders_and_jwt_callers_with_conversations
         f"session: refusing the conversations of new {who}: 2 {who} have conversations, the "
         f"most this agent keeps (the session skill's {setting} setting)"
     ]
-    assert len(list((_root(tmp_path / "helper") / "callers").iterdir())) == 2 + 1 + 1
+    assert len(list((sessions_root(tmp_path / "helper") / "callers").iterdir())) == 2 + 1 + 1
 
 
 def test_session_limits_settings_are_checked(tmp_path: Path) -> None:
@@ -226,33 +157,13 @@ def test_session_limits_settings_are_checked(tmp_path: Path) -> None:
     )
 
 
-# -- over HTTP: 429 at a limit, 507 on a full disk, 500 for a link ----------------------------
-
-
-def _client(agent: Agent) -> TestClient:
-    verifier = AccessVerifier(
-        AccessSpec(keys={"alice@example.com": "env:ALICE"}), environ={"ALICE": "alice-key"}
-    )
-    return TestClient(create_app(AgentHost([ServedAgent(agent, verifier)])))
-
-
-def _post(client: TestClient, session_id: str, *, stream: bool = False) -> Any:
-    return client.post(
-        "/v1/chat/completions",
-        headers={"Authorization": "Bearer alice-key"},
-        json={
-            "model": "helper",
-            "messages": [{"role": "user", "content": "hi"}],
-            "metadata": {"session_id": session_id},
-            "stream": stream,
-        },
-    )
+# -- over HTTP: 429 at a limit -----------------------------------------------------------------
 
 
 def test_session_limits_a_served_caller_past_its_limit_gets_429(tmp_path: Path) -> None:
-    with _client(_agent(tmp_path / "helper", caller_sessions=1)) as client:
-        assert _post(client, "one").status_code == 200
-        refused = _post(client, "two")
+    with served_client(session_agent(tmp_path / "helper", caller_sessions=1)) as client:
+        assert post_turn(client, "one").status_code == 200
+        refused = post_turn(client, "two")
         assert (refused.status_code, refused.json()) == (
             429,
             {
@@ -266,144 +177,7 @@ def test_session_limits_a_served_caller_past_its_limit_gets_429(tmp_path: Path) 
                 }
             },
         )
-        assert _post(client, "one").status_code == 200
-
-
-def test_s7_a_full_disk_while_keeping_a_session_answers_507(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    real_fsync = os.fsync
-
-    def full_disk(fd: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    with _client(_agent(tmp_path / "helper")) as client:
-        monkeypatch.setattr(os, "fsync", full_disk)
-        refused = _post(client, "plan")
-        monkeypatch.setattr(os, "fsync", real_fsync)
-        assert (refused.status_code, refused.json()) == (
-            507,
-            {
-                "error": {
-                    "message": "the agent's disk is full, so the conversation was not kept; "
-                    "try again later",
-                    "type": "server_error",
-                    "param": None,
-                    "code": "insufficient_storage",
-                }
-            },
-        )
-        errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-        assert [r.getMessage() for r in errors] == [
-            "the disk is full: [Errno 28] No space left on device"
-        ]
-        assert _post(client, "plan").status_code == 200  # and kept once there is room
-
-
-def test_s7_a_linked_caller_folder_answers_500_and_the_owner_is_told(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    folder = tmp_path / "helper"
-    callers = _root(folder) / "callers"
-    callers.mkdir(parents=True)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (callers / caller_hash(ALICE.namespace or "")).symlink_to(elsewhere)
-    with _client(_agent(folder)) as client:
-        refused = _post(client, "plan")
-    assert (refused.status_code, refused.json()["error"]["code"]) == (500, "session_unsafe")
-    assert refused.json()["error"]["message"] == (
-        "this caller's kept conversations cannot be read or kept safely here (the agent's owner "
-        "is told); send no metadata.session_id to be answered without keeping it"
-    )
-    assert list(elsewhere.iterdir()) == []
-    assert any(str(callers) in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)
-
-
-async def test_s7_a_caller_folder_names_its_caller_by_its_marker(
-    tmp_path: Path,
-) -> None:
-    """The owner's tools name a caller's folder by its marker (so `webagents sessions` shows
-    whose it is without the memory skill), and a marker naming another caller is not believed."""
-    folder = tmp_path / "helper"
-    agent = _agent(folder)
-    await (await agent.start(ALICE, conversation_id="mine")).send("hello")
-    await (await agent.start(BOB, conversation_id="his")).send("hello")
-    skill = agent.skill("session")
-    assert isinstance(skill, SessionSkill)
-    store = skill.store
-    alice, bob = caller_hash("caller:alice@example.com"), caller_hash("caller:bob@example.com")
-    assert store.caller_namespaces() == {
-        alice: "caller:alice@example.com",
-        bob: "caller:bob@example.com",
-    }
-    (_root(folder) / "callers" / bob / ".namespace").write_text("caller:alice@example.com")
-    assert store.caller_namespaces() == {alice: "caller:alice@example.com"}
-
-
-# -- a kept file that is a link is unsafe, not damaged (S7) ----------------------------------------
-
-
-@pytest.mark.parametrize("which", ["journal", "snapshot"])
-def test_s7_a_session_file_that_is_a_link_answers_500_session_unsafe(
-    tmp_path: Path, which: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """`.s1.journal` (or `s1.json`) made a link: the documented 500 session_unsafe with the
-    path logged for the owner, not 409 "damaged"; the link and its target are left as they are."""
-    folder = tmp_path / "helper"
-    target = tmp_path / "precious.txt"
-    target.write_bytes(b"never read or written by the agent\n")
-    with _client(_agent(folder)) as client:
-        assert _post(client, "s1").status_code == 200
-        alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
-        link = alice / (".s1.journal" if which == "journal" else "s1.json")
-        link.unlink(missing_ok=True)
-        link.symlink_to(target)
-        caplog.clear()
-        refused = _post(client, "s1")
-        streamed = _post(client, "s1", stream=True)
-    assert (refused.status_code, refused.json()) == (
-        500,
-        {
-            "error": {
-                "message": "this caller's kept conversations cannot be read or kept safely here "
-                "(the agent's owner is told); send no metadata.session_id to be answered without "
-                "keeping it",
-                "type": "server_error",
-                "param": None,
-                "code": "session_unsafe",
-            }
-        },
-    )
-    assert streamed.status_code == 500
-    assert streamed.json()["error"]["code"] == "session_unsafe"
-    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert (
-        errors
-        == [
-            f"{link} is a symbolic link or not a plain file; nothing is written through it "
-            "(replace it with a real folder or file, or remove it); the conversations there are "
-            "neither read nor kept"
-        ]
-        * 2
-    )
-    assert link.is_symlink() and os.readlink(link) == str(target)
-    assert target.read_bytes() == b"never read or written by the agent\n"
-
-
-def test_s7_read_session_refuses_a_link_as_a_link(tmp_path: Path) -> None:
-    """`read_session` from code (and `webagents sessions`, and `recent`) name a linked session
-    file as a link (SessionLinkError), never follow it."""
-    real = tmp_path / "real.json"
-    real.write_bytes(b"{}")
-    (tmp_path / "s1.json").symlink_to(real)
-    with pytest.raises(SessionLinkError) as refused:
-        read_session(tmp_path / "s1.json")
-    assert str(refused.value) == (
-        f"{tmp_path / 's1.json'} is a symbolic link or not a plain file; nothing is written "
-        "through it (replace it with a real folder or file, or remove it); the conversations "
-        "there are neither read nor kept"
-    )
+        assert post_turn(client, "one").status_code == 200
 
 
 # -- bytes of kept conversations, and how many JWT callers keep any ----------------------------
@@ -428,11 +202,11 @@ async def test_session_limits_a_caller_keeps_at_most_caller_session_bytes(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     folder = tmp_path / "helper"
-    agent = _agent(folder, caller_session_bytes=3000)
+    agent = session_agent(folder, caller_session_bytes=3000)
     await (await agent.start(ALICE, conversation_id="one")).send("x" * 1500)
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
+    alice = sessions_root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     kept = (alice / "one.json").stat().st_size
-    before = _files(alice)
+    before = plain_files(alice)
 
     # A new conversation, and a kept one that grows, are refused when they would pass it.
     with pytest.raises(SessionLimitError) as refused:
@@ -452,7 +226,7 @@ async def test_session_limits_a_caller_keeps_at_most_caller_session_bytes(
     assert str(grown.value) == _bytes_refusal(
         3000, f"keeping this turn would make {_would_make(grown)}, so it was not kept"
     )
-    assert _files(alice) == before  # nothing written, nothing damaged
+    assert plain_files(alice) == before  # nothing written, nothing damaged
 
     # Bob has room of his own; the owner has no limit unless owner_session_bytes is set.
     await (await agent.start(BOB, conversation_id="two")).send("y" * 1500)
@@ -461,8 +235,8 @@ async def test_session_limits_a_caller_keeps_at_most_caller_session_bytes(
 
     # Past the limit (lowered since), a new conversation is refused before the model is
     # asked; a shorter conversation under a kept id always goes through.
-    model = FunctionModel(_echo)
-    lowered = _agent(folder, model, caller_session_bytes=1000)
+    model = FunctionModel(echo)
+    lowered = session_agent(folder, model, caller_session_bytes=1000)
     with pytest.raises(SessionLimitError) as full:
         await lowered.start(ALICE, conversation_id="three")
     assert str(full.value) == _bytes_refusal(1000, f"yours take {kept}")
@@ -471,7 +245,7 @@ async def test_session_limits_a_caller_keeps_at_most_caller_session_bytes(
     shorter = await lowered.start(ALICE, conversation_id="one", messages=[])
     result = await shorter.send("short")
     assert result.output == "seen 2"
-    assert sorted(_files(alice)) == [".lock", ".namespace", "one.json"]
+    assert sorted(plain_files(alice)) == [".lock", ".namespace", "one.json"]
     assert (alice / "one.json").stat().st_size < kept
 
     logged = [r.getMessage() for r in caplog.records if r.name == "webagents.session"]
@@ -491,7 +265,7 @@ async def test_session_limits_bytes_count_what_another_process_kept(
     """The bytes are counted under the folder's lock when a turn is kept, so conversations
     another process (here: another agent on the same folder) kept meanwhile count too."""
     folder = tmp_path / "helper"
-    first, second = (_agent(folder, caller_session_bytes=4000) for _ in range(2))
+    first, second = (session_agent(folder, caller_session_bytes=4000) for _ in range(2))
     started = await first.start(ALICE, conversation_id="one")  # nothing kept yet: room
     await (await second.start(ALICE, conversation_id="big")).send("b" * 2500)
     with pytest.raises(SessionLimitError) as refused:
@@ -499,12 +273,12 @@ async def test_session_limits_bytes_count_what_another_process_kept(
     assert str(refused.value) == _bytes_refusal(
         4000, f"keeping this turn would make {_would_make(refused)}, so it was not kept"
     )
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
+    alice = sessions_root(folder) / "callers" / caller_hash(ALICE.namespace or "")
     assert sorted(p.name for p in alice.glob("*.json")) == ["big.json"]
 
 
 async def test_session_limits_the_owners_bytes_are_capped_only_when_set(tmp_path: Path) -> None:
-    agent = _agent(tmp_path / "helper", owner_session_bytes=2000)
+    agent = session_agent(tmp_path / "helper", owner_session_bytes=2000)
     await (await agent.start(Caller.owner(), conversation_id="one")).send("x" * 1000)
     with pytest.raises(SessionLimitError) as refused:
         await (await agent.start(Caller.owner(), conversation_id="two")).send("y" * 1000)
@@ -517,8 +291,8 @@ async def test_session_limits_the_owners_bytes_are_capped_only_when_set(tmp_path
 
 def test_session_limits_a_served_caller_past_its_session_bytes_gets_429(tmp_path: Path) -> None:
     folder = tmp_path / "helper"
-    model = FunctionModel(_echo)
-    agent = _agent(folder, model, caller_session_bytes=2000)
+    model = FunctionModel(echo)
+    agent = session_agent(folder, model, caller_session_bytes=2000)
 
     def post(session_id: str, *contents: str) -> Any:
         roles = ("user", "assistant")
@@ -534,8 +308,8 @@ def test_session_limits_a_served_caller_past_its_session_bytes_gets_429(tmp_path
             },
         )
 
-    alice = _root(folder) / "callers" / caller_hash(ALICE.namespace or "")
-    with _client(agent) as client:
+    alice = sessions_root(folder) / "callers" / caller_hash(ALICE.namespace or "")
+    with served_client(agent) as client:
         assert post("one", "x" * 1500).status_code == 200
         kept = (alice / "one.json").stat().st_size
         grown = post("two", "y" * 1500)  # answered by the model, then not kept
@@ -592,9 +366,9 @@ def test_session_limits_a_refused_turn_is_not_retried_by_the_official_client(
     import openai
 
     folder = tmp_path / "helper"
-    model = FunctionModel(_echo)
-    agent = _agent(folder, model, caller_session_bytes=2000)
-    with _client(agent) as client:
+    model = FunctionModel(echo)
+    agent = session_agent(folder, model, caller_session_bytes=2000)
+    with served_client(agent) as client:
         caller = openai.OpenAI(
             api_key="alice-key", base_url="http://testserver/v1", http_client=client
         )
@@ -607,30 +381,3 @@ def test_session_limits_a_refused_turn_is_not_retried_by_the_official_client(
     assert refused.value.response.headers["x-should-retry"] == "false"
     assert refused.value.code == "session_limit"
     assert len(model.requests) == 1
-
-
-async def test_s7_a_hard_linked_journal_is_refused_and_the_other_callers_untouched(
-    tmp_path: Path,
-) -> None:
-    """A journal with a second name (a hard link to another caller's) is neither appended to
-    nor read: one caller's turn must never land in another's conversation."""
-    folder = tmp_path / "helper"
-    agent = _agent(folder)
-    for caller in (BOB, ALICE):
-        for text in ("first", "second"):  # the second turn is appended to the journal
-            await (await agent.start(caller, conversation_id="hl")).send(text)
-    callers = _root(folder) / "callers"
-    bobs = callers / caller_hash(BOB.namespace or "") / ".hl.journal"
-    alices = callers / caller_hash(ALICE.namespace or "") / ".hl.journal"
-    assert bobs.is_file() and alices.is_file()
-    alices.unlink()
-    os.link(bobs, alices)
-    before = bobs.read_bytes()
-    with pytest.raises(SessionLinkError) as refused:
-        await (await agent.start(ALICE, conversation_id="hl")).send("injected")
-    assert str(refused.value) == (
-        f"{alices} is a file with another name (a hard link); nothing is written through it "
-        "(replace it with a real folder or file, or remove it); the conversations there are "
-        "neither read nor kept"
-    )
-    assert bobs.read_bytes() == before
