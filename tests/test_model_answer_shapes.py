@@ -36,6 +36,8 @@ from webagents.model import (
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.testing import AppServer
 
+from .log_helpers import warnings_logged
+
 MODEL_FAILED = (502, "the agent's model endpoint failed; try again later", "model_error")
 TEXT = "not text (a string or a list of text parts)"
 TOO_DEEP = (
@@ -279,15 +281,6 @@ def _post(client: TestClient, stream: bool) -> tuple[int, str, Any]:
     return answer.status_code, said, None
 
 
-def _logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
-    """Every record at WARNING or above: (logger, message, whether it carries a traceback)."""
-    return [
-        (r.name, r.getMessage(), r.exc_info is not None)
-        for r in caplog.records
-        if r.levelno >= logging.WARNING
-    ]
-
-
 @pytest.mark.parametrize(
     ("stream", "case"),
     [(False, case) for case in MALFORMED_BODIES] + [(True, case) for case in MALFORMED_STREAMS],
@@ -308,7 +301,7 @@ def test_r3_a_malformed_model_answer_is_502_model_error_with_one_log_line(
         status, said, failed = _post(client, stream)
     assert (status, failed) == (200 if stream else 502, MODEL_FAILED)
     assert said == ("ok" if case in {"usage a string", "prompt_tokens a string"} and stream else "")
-    assert _logged(caplog) == [("webagents.server", f"the model failed: {error}", False)]
+    assert warnings_logged(caplog) == [("webagents.server", f"the model failed: {error}", False)]
 
 
 # -- accepted shapes: text parts, arguments as an object -----------------------------------------
@@ -325,7 +318,7 @@ def test_r3_content_as_a_list_of_text_parts_is_taken_as_text(
     model = OpenAIModel("parts", base_url=base_url, api_key="k", max_retries=0)
     with caplog.at_level(logging.INFO), _serve(model) as client:
         assert _post(client, stream) == (200, "Hello.", None)
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -364,7 +357,7 @@ async def test_r3_tool_arguments_as_a_json_object_are_taken_as_that_object(
         },
         {"role": "tool", "tool_call_id": "c1", "content": "found tea"},
     ]
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
 def test_r4_parse_arguments_takes_an_object_as_that_object() -> None:
@@ -426,7 +419,7 @@ async def test_r3_tool_arguments_of_another_kind_are_a_tool_error_that_says_so(
         "tool_call_id": "c1",
         "content": "Error: arguments must be a JSON object or its text, not a list",
     }
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
 # -- any Model: text that is not text ------------------------------------------------------------
@@ -467,7 +460,7 @@ def test_r3_a_models_content_that_is_not_text_is_502_over_http(
 ) -> None:
     with caplog.at_level(logging.INFO), _serve(_NumberModel()) as client:
         assert _post(client, stream) == (200 if stream else 502, "", MODEL_FAILED)
-    assert _logged(caplog) == [("webagents.server", f"the model failed: {NOT_TEXT}", False)]
+    assert warnings_logged(caplog) == [("webagents.server", f"the model failed: {NOT_TEXT}", False)]
 
 
 async def test_r3_tool_arguments_as_an_object_nested_too_deep_are_a_tool_error(
@@ -486,7 +479,7 @@ async def test_r3_tool_arguments_as_an_object_nested_too_deep_are_a_tool_error(
         "tool_call_id": "c1",
         "content": f"Error: {TOO_DEEP}",
     }
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
 async def test_r3_tool_arguments_as_an_object_with_a_lone_surrogate_stay_escaped(
@@ -507,4 +500,4 @@ async def test_r3_tool_arguments_as_an_object_with_a_lone_surrogate_stay_escaped
         "Error: invalid arguments: query: the text holds a lone surrogate (a \\ud800 to \\udfff "
         "escape without its pair), which is not Unicode; send it without one"
     )
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []

@@ -1,7 +1,7 @@
-"""Issue 11, odd model output (review finding 6): a reply whose text is not Unicode (a lone
-surrogate, which JSON's `\\ud800` escape can carry) is answered and kept with U+FFFD in its
-place, streamed or not; tool arguments nested too deep are a tool error that says so. Neither
-is an internal error, and neither leaves a traceback in the log."""
+"""R3, M4: text from a model that is not Unicode. A reply with a lone surrogate (which JSON's
+`\\ud800` escape can carry) is answered and kept with U+FFFD in its place, streamed or not and
+over HTTP; a lone surrogate in a tool's argument is a tool error that says so, and a surrogate
+pair is text and is kept. Neither is an internal error or leaves a traceback in the log."""
 
 from __future__ import annotations
 
@@ -9,31 +9,26 @@ import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from webagents import Agent, TextDelta, TurnResult, tool
+from webagents import Agent, TextDelta, TurnResult
 from webagents.access import AccessVerifier
 from webagents.agent_file import AccessSpec
 from webagents.chat_completions import OpenAIModel
-from webagents.errors import ModelError, ToolError
 from webagents.model import (
-    MAX_NESTING,
     Model,
     ModelRequest,
     ModelResponse,
-    ToolCall,
-    parse_arguments,
 )
 from webagents.server import AgentHost, ServedAgent, create_app
+from webagents.skills.memory import MemorySkill
 from webagents.skills.session import SessionSkill
-from webagents.testing import AppServer, FunctionModel, ScriptedModel, ScriptedServer, call
+from webagents.testing import FunctionModel, ScriptedModel, ScriptedServer, call
+
+from .log_helpers import warnings_logged
+from .memory_helpers import ALICE, use
 
 LONE = "a\ud800b"
 """What a model endpoint that sends `"a\\ud800b"` gives: a str that is not Unicode."""
@@ -42,18 +37,6 @@ REPLACED_LOG = (
     "the model {} replied with text that is not Unicode (a lone surrogate, half of a UTF-16 "
     "pair); it is answered and kept with U+FFFD in its place"
 )
-
-
-def _warnings(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
-    """Every record at WARNING or above: (logger, message, whether it carries a traceback)."""
-    return [
-        (r.name, r.getMessage(), r.exc_info is not None)
-        for r in caplog.records
-        if r.levelno >= logging.WARNING
-    ]
-
-
-# -- a lone surrogate in the reply's text --------------------------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -71,7 +54,7 @@ async def test_r3_a_lone_surrogate_in_a_reply_is_answered_and_kept_as_u_fffd(
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": REPLACED},
     ]
-    assert _warnings(caplog) == [("webagents.loop", REPLACED_LOG.format("odd"), False)]
+    assert warnings_logged(caplog) == [("webagents.loop", REPLACED_LOG.format("odd"), False)]
 
 
 class _Halves(Model):
@@ -163,119 +146,35 @@ def test_r3_a_lone_surrogate_from_the_endpoint_is_answered_and_kept_over_http(
         {"role": "assistant", "content": REPLACED},
     ]
     assert odd_endpoint.errors == []
-    assert _warnings(caplog) == [("webagents.loop", REPLACED_LOG.format("odd"), False)]
+    assert warnings_logged(caplog) == [("webagents.loop", REPLACED_LOG.format("odd"), False)]
 
 
-# -- tool arguments nested too deep --------------------------------------------------------------
-
-
-def _deep_arguments(levels: int) -> str:
-    """A tool call's arguments {"value": [[...]]}, `levels` deep with the object itself."""
-    return '{"value": ' + "[" * (levels - 1) + "]" * (levels - 1) + "}"
-
-
-@tool
-def depth(value: list[Any]) -> int:
-    """How deep `value` nests."""
-    levels, items = 1, value
-    while items:
-        levels, items = levels + 1, items[0]
-    return levels
-
-
-TOO_DEEP = (
-    f"arguments nest deeper than {MAX_NESTING} levels of arrays and objects, the most a tool "
-    "call may; send flatter arguments"
-)
-
-
-@pytest.mark.parametrize("levels", [MAX_NESTING + 1, 5000, 200_000])
-async def test_r3_tool_arguments_nested_too_deep_are_a_tool_error_that_says_so(
-    levels: int, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("argument", ["key", "content", "description"])
+async def test_m4_a_lone_surrogate_in_a_memory_tool_argument_is_a_tool_error(
+    tmp_path: Path, argument: str
 ) -> None:
-    """Was: "failed unexpectedly (RecursionError)" and a traceback from json.loads."""
-    model = ScriptedModel([call("depth", _deep_arguments(levels)), "too deep, then"])
-    with caplog.at_level(logging.INFO):
-        result = await Agent("calc", tools=[depth], model=model).run("how deep?")
-    assert result.output == "too deep, then"
+    arguments = {"key": "plan", "content": "Lisbon", "description": "where"}
+    raw = json.dumps(arguments).replace(f'"{arguments[argument]}"', '"half \\ud800 of a pair"')
+    model = ScriptedModel([call("memory_write", raw), "noted"])
+    skill = MemorySkill()
+    agent = Agent("keeper", "Keep notes.", skills=[skill], model=model, directory=tmp_path)
+    conversation = await agent.start(ALICE)
+    result = await conversation.send("remember this")
+    assert result.output == "noted"
     assert result.messages[1] == {
         "role": "tool",
         "tool_call_id": result.messages[0]["tool_calls"][0]["id"],
-        "content": f"Error: {TOO_DEEP}",
+        "content": f"Error: invalid arguments: {argument}: the text holds a lone surrogate (a "
+        "\\ud800 to \\udfff escape without its pair), which is not Unicode; send it without one",
     }
-    assert _warnings(caplog) == []
+    assert not skill.store.folder(ALICE.namespace).exists()
 
 
-async def test_r3_tool_arguments_at_the_nesting_limit_reach_the_tool() -> None:
-    model = ScriptedModel([call("depth", _deep_arguments(MAX_NESTING)), "done"])
-    result = await Agent("calc", tools=[depth], model=model).run("how deep?")
-    assert result.messages[1]["content"] == str(MAX_NESTING - 1)  # the list, without the object
-
-
-@pytest.mark.parametrize(
-    ("arguments", "expected"),
-    [
-        # Brackets inside strings are text, not nesting, whatever escapes come before them.
-        ('{"value": "' + "[" * 1000 + '"}', {"value": "[" * 1000}),
-        ('{"value": "\\"' + "{" * 1000 + '"}', {"value": '"' + "{" * 1000}),
-        ('{"value": "\\\\", "list": [[1]]}', {"value": "\\", "list": [[1]]}),
-        # Past the limit, whether the rest would parse or not.
-        ("[" * 5000, TOO_DEEP),
-        ('{"value": ' + "[" * 100 + '"unclosed', TOO_DEEP),
-        # A string left open hides what follows, as a parser stops there too.
-        ('{"value": "unclosed' + "[" * 5000, "arguments are not valid JSON"),
-    ],
-)
-def test_r4_argument_nesting_is_counted_outside_strings_only(
-    arguments: str, expected: dict[str, Any] | str
-) -> None:
-    tool_call = ToolCall("call-1", "depth", arguments)
-    if isinstance(expected, dict):
-        assert parse_arguments(tool_call) == expected
-    else:
-        with pytest.raises(ToolError) as caught:
-            parse_arguments(tool_call)
-        assert str(caught.value).startswith(expected)
-
-
-# -- a model endpoint's whole answer nested too deep --------------------------------------------
-
-
-@pytest.fixture
-def deep_endpoint() -> Iterator[AppServer]:
-    """An endpoint whose answer (streamed or not) carries 5000 levels of nesting."""
-    deep = "[" * 5000 + "]" * 5000
-
-    async def completions(request: Request) -> Response:
-        if not (await request.json()).get("stream"):
-            body = '{"choices": [{"message": {"content": "hi", "extra": ' + deep + "}}]}"
-            return Response(body, media_type="application/json")
-
-        async def events() -> AsyncIterator[bytes]:
-            yield b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\n'
-            yield b'data: {"choices": [{"delta": {"extra": ' + deep.encode() + b"}}]}\n\n"
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
-    with AppServer(app) as server:
-        yield server
-
-
-@pytest.mark.parametrize("stream", [False, True])
-async def test_r3_an_endpoint_answer_nested_too_deep_is_a_model_error(
-    stream: bool, deep_endpoint: AppServer
-) -> None:
-    model = OpenAIModel("deep", base_url=f"{deep_endpoint.url}/v1", api_key="k", max_retries=0)
-    request = ModelRequest([{"role": "user", "content": "hi"}])
-    with pytest.raises(ModelError) as caught:
-        if stream:
-            _ = [item async for item in model.stream(request)]
-        else:
-            await model.complete(request)
-    await model.aclose()
-    assert str(caught.value) == (
-        f"the model endpoint at {deep_endpoint.url}/v1 answered JSON nested too deeply to read "
-        "(thousands of levels of arrays and objects): check the endpoint"
-    )
+async def test_m4_a_surrogate_pair_in_a_memory_tool_argument_is_kept(tmp_path: Path) -> None:
+    raw = '{"key": "plan", "content": "a smile \\ud83d\\ude00", "description": "\\ud83d\\ude00"}'
+    model = ScriptedModel([call("memory_write", raw), "noted"])
+    skill = MemorySkill()
+    agent = Agent("keeper", "Keep notes.", skills=[skill], model=model, directory=tmp_path)
+    result = await (await agent.start(ALICE)).send("remember this")
+    assert json.loads(result.messages[1]["content"])["saved"] == "plan"
+    assert (await use(skill, ALICE, "memory_read", key="plan"))["content"] == "a smile 😀"
