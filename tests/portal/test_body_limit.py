@@ -1,7 +1,8 @@
-"""Review fix: the portal's cap on a request body (an ASGI middleware, before any route parses
-JSON or checks a credential), on SQLite and PostgreSQL: a declared Content-Length over the cap
-answers 413 at once, a chunked body is cut at the cap with the same 413, and a body under it
-reaches the route (which refuses the anonymous caller 401 as before)."""
+"""P5 and every route: the portal's cap on a request body (body_limit.py, an ASGI
+middleware, before any route parses JSON or checks a credential), on SQLite and PostgreSQL: a
+declared Content-Length over the cap answers 413 at once, a chunked body is cut at the cap
+with the same 413, and a body under it reaches the route (which refuses the anonymous caller
+401 as before)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Review fix (P9), on SQLite and PostgreSQL: one message in parts is at most MAX_MESSAGE_CHARS
-whole and a chat at most MAX_CHAT_CHARS (each part rewrote the whole message: 10,000 parts
-of 100,000 characters had no bound); both refusals are 413s that say what to do."""
+"""P9, the sizes of a recorded chat, on SQLite and PostgreSQL: one message in parts is at
+most MAX_MESSAGE_CHARS whole and a chat at most MAX_CHAT_CHARS (each part rewrote the whole
+message: 10,000 parts of 100,000 characters had no bound); both refusals are 413s that say
+what to do."""
 
 from __future__ import annotations
 

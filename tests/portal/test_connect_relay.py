@@ -1,7 +1,9 @@
-"""Review fixes of Portal Connect (P12), in the app on SQLite and PostgreSQL with an agent on
-a WebSocket of the test client: a non-stream reply over the relay's cap is 502
-reply_too_large (the agent told to stop), the body's type is the portal's own (nosniff), an
-agent holds at most `max_connections_per_agent` WebSockets (close 4429), and an assertion
+"""Portal Connect's relay in the portal (P12), in the app on SQLite and PostgreSQL with an
+agent on a WebSocket of the test client: a non-stream reply over the relay's cap is 502
+reply_too_large (the agent told to stop), the body's type is the portal's own (nosniff), the
+agent's own reply headers (X-Webagents-*) are passed on only where they are a header (a name
+or value with a line break or another control character is left out, and the reply served),
+an agent holds at most `max_connections_per_agent` WebSockets (close 4429), and an assertion
 signed when no signing key existed yet is valid."""
 
 from __future__ import annotations
@@ -181,3 +183,32 @@ def test_p12_an_assertion_signed_with_a_brand_new_key_is_valid(tmp_path: Path) -
         db.commit()
     assert token.count(".") == 2
     engine.dispose()
+
+
+def test_p12_agent_reply_headers_that_are_no_header_are_left_out(world: World) -> None:
+    def frames(request_id: str) -> list[dict[str, Any]]:
+        headers = {
+            "content-type": "application/json",
+            "x-webagents-session": "kept; where=local",
+            "x-webagents-split": "kept\r\nSet-Cookie: session=stolen",
+            "x-webagents-bell": "a\x07b",
+            "x-webagents-line\r\nbreak": "v",
+            "x-webagents-long": "x" * 5000,
+            "x-webagents-number": 5,
+        }
+        return [
+            {"type": "start", "id": request_id, "status": 200, "headers": headers},
+            {"type": "data", "id": request_id, "chunk": '{"ok": true}'},
+            {"type": "end", "id": request_id},
+        ]
+
+    agent = world.agent(frames)
+    answer = world.call(HI)
+    agent.join(30)
+    assert (answer.status_code, answer.json()) == (200, {"ok": True})
+    assert {k: v for k, v in answer.headers.items() if k.startswith("x-")} == {
+        "x-webagents-session": "kept; where=local",
+        "x-webagents-number": "5",  # the portal writes every value as text
+        "x-content-type-options": "nosniff",
+    }
+    assert "set-cookie" not in answer.headers

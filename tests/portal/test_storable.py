@@ -1,7 +1,8 @@
-"""Review fixes, on SQLite and PostgreSQL: text neither database can keep (a NUL, half of a
-surrogate pair) is refused 400 `unstorable_text` by the memory store (P5) and inside a chat
-message's tool_calls (P9), never a 500 and never a chat that cannot be read again; a `since`
-beyond int64 and an `at` outside the years a datetime can convert are 400s too."""
+"""P5, P9: what the databases can store (storable.py), on SQLite and PostgreSQL: text
+neither database can keep (a NUL, half of a surrogate pair) is refused 400 `unstorable_text`
+by the memory store (P5) and inside a chat message's tool_calls (P9), never a 500 and never a
+chat that cannot be read again; a `since` beyond int64 and an `at` outside the years a
+datetime can convert are 400s too."""
 
 from __future__ import annotations
 
