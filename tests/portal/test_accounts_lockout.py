@@ -92,6 +92,7 @@ def _wrong_sign_ins(url: str, forwarded_for: list[str]) -> list[int]:
     return statuses
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p1_the_sign_in_limit_believes_no_forwarded_for_by_default(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
@@ -105,6 +106,7 @@ def test_p1_the_sign_in_limit_believes_no_forwarded_for_by_default(
     assert statuses == [401] * 20 + [429] * 2
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p1_the_sign_in_limit_counts_the_forwarded_client_of_a_named_proxy(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
@@ -120,6 +122,7 @@ def test_p1_the_sign_in_limit_counts_the_forwarded_client_of_a_named_proxy(
     assert statuses == [401] * 20 + [429, 401]
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p1_the_account_limit_holds_for_concurrent_guesses_at_two_portals(
     tmp_path: Path, fresh_database_url: str
 ) -> None:

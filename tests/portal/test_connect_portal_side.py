@@ -27,6 +27,8 @@ from .conftest import PASSWORD
 from .connect_agent import WAIT, ConnectAgent, answer_text
 from .processes import Served
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 HI = [{"role": "user", "content": "Hi there"}]
 
 

@@ -13,6 +13,8 @@ from .connect_agent import WAIT, ConnectAgent
 from .processes import Served
 from .test_connect_portal_side import HI, World, make_world
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 
 @pytest.fixture
 def world(served: Served, fresh_database_url: str) -> World:

@@ -260,6 +260,7 @@ def test_p6_versions_beyond_the_bound_are_dropped_oldest_first_never_the_current
     assert _usage(db, agent) == (0, 0)
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p5_portal_serve_sets_the_quotas_from_its_options(
     tmp_path: Path, fresh_database_url: str
 ) -> None:

@@ -30,6 +30,8 @@ from webagents.testing import FunctionModel, ScriptedServer
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 AGENT_FILE = "name: keeper\nmodel: openai/m\nskills:\n  - memory: {portal: true}"
 """The sync's own interval (30 s): nothing in these tests waits for a background round."""
 
