@@ -1,5 +1,6 @@
-"""Lookalike identities in the owner's views (issue 11), and the offline model's memory
-phrases that the demo names."""
+"""Lookalike identities in the owner's views (caller.shown_to_owner): escaped with a hash
+where they could pass for another, shown as they are where they are plain; the memory report
+(M11) shows them so."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webagents.caller import Caller, shown_to_owner
-from webagents.model import ModelRequest
 from webagents.skills.memory import rights_of
-from webagents.testing import OFFLINE_MEMORY_HINT, OFFLINE_RECALL, OFFLINE_REMEMBER, OfflineModel
 
 from .memory_helpers import OWNER, memory_agent, use
 
@@ -85,28 +84,3 @@ async def test_m11_the_memory_report_shows_a_lookalike_escaped(tmp_path: Path) -
         "  caller:bob@ex\\u0430mple.com (#b7b96e18): 1 note, 0 episodes",
         "  caller:bob@example.com: 1 note, 0 episodes",
     ]
-
-
-async def test_offline_model_the_memory_phrases_it_names_make_it_use_memory() -> None:
-    assert OFFLINE_MEMORY_HINT == (
-        'memory works offline too: say "remember that <something>", then "what do you '
-        'remember" (also in a new conversation)'
-    )
-    tools = [
-        {"type": "function", "function": {"name": name, "parameters": {}}}
-        for name in ("memory_write", "memory_list")
-    ]
-    model = OfflineModel()
-    said = f"{OFFLINE_REMEMBER} the launch is on Friday"
-    remember = await model.complete(ModelRequest([{"role": "user", "content": said}], tools))
-    assert [(c.name, c.arguments) for c in remember.tool_calls] == [
-        (
-            "memory_write",
-            '{"key": "the-launch-is", "content": "the launch is on Friday", '
-            '"description": "the launch is on Friday"}',
-        )
-    ]
-    recall = await model.complete(
-        ModelRequest([{"role": "user", "content": OFFLINE_RECALL}], tools)
-    )
-    assert [(c.name, c.arguments) for c in recall.tool_calls] == [("memory_list", "{}")]
