@@ -15,9 +15,9 @@ from webagents.portal.connect.relay import offline
 from webagents.portal.connect.service import MAX_WEB_MESSAGE
 
 from .connect_agent import ConnectAgent
+from .connect_world import World, make_world
 from .processes import Served
 from .test_chats_browser import _sign_in
-from .test_connect_portal_side import World, make_world
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed
 
 from webagents.portal.connect.protocol import CLOSE_UNAUTHORIZED
 
+from .connect_world import World, make_world
 from .processes import Served
-from .test_connect_portal_side import World, make_world
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
