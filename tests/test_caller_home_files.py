@@ -65,7 +65,9 @@ def test_verified_needs_an_identity() -> None:
         Caller.verified()
 
 
-def test_home_and_profiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_s7_the_home_folder_follows_the_profile_and_webagents_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("WEBAGENTS_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert webagents_home() == tmp_path / ".webagents"

@@ -521,7 +521,9 @@ def test_a_failing_model_is_502_without_internals(served: tuple[Process, Path]) 
     assert events[-1] == "data: [DONE]"
 
 
-def test_models_health_and_unknown_routes(served: tuple[Process, Path]) -> None:
+def test_serve_health_and_models_answer_and_unknown_routes_are_404_or_405(
+    served: tuple[Process, Path],
+) -> None:
     process, _ = served
     assert httpx.get(f"{process.url}/health").json() == {"status": "ok", "agents": 1}
     listed = openai.OpenAI(api_key="anonymous", base_url=f"{process.url}/v1").models.list()

@@ -165,7 +165,7 @@ def test_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) -> None
         assert again.receive_json()["type"] == "hello"
 
 
-def test_p12_an_assertion_signed_with_a_brand_new_key_is_valid(tmp_path: Path) -> None:
+def test_p12_an_assertion_is_signed_when_no_signing_key_existed_yet(tmp_path: Path) -> None:
     url = f"sqlite+pysqlite:///{tmp_path / 'portal.db'}"
     engine = make_engine(PortalSettings(database_url=url))
     upgrade(engine)
