@@ -13,6 +13,7 @@ from webagents import Caller, load_agent
 from webagents.errors import AgentFileError, ToolError
 from webagents.skills.newcomers import KINDS
 
+from .caller_helpers import NEWCOMERS
 from .conftest import write_agent
 from .memory_helpers import ALICE, BOB, OWNER, memory_agent, use
 
@@ -87,16 +88,6 @@ async def test_memory_limits_the_owner_is_capped_only_when_set(tmp_path: Path) -
     assert (await use(skill, OWNER, "memory_write", key="s", content="s", namespace="shared"))[
         "saved"
     ] == "s"
-
-
-NEWCOMERS = [
-    ("channel_senders", "channel senders", lambda n: Caller.channel("telegram", str(n))),
-    (
-        "jwt_callers",
-        "callers verified by a JWT issuer",
-        lambda n: Caller.verified(f"user{n}@example.com", issuer="https://id.example.com"),
-    ),
-]
 
 
 @pytest.mark.parametrize(("setting", "who", "newcomer"), NEWCOMERS)

@@ -21,6 +21,7 @@ from webagents.skills.session import (
 from webagents.skills.session.store import caller_hash
 from webagents.testing import FunctionModel
 
+from .caller_helpers import NEWCOMERS
 from .conftest import write_agent
 from .session_helpers import (
     ALICE,
@@ -87,17 +88,6 @@ async def test_session_limits_the_owner_is_limited_only_when_set(tmp_path: Path)
     await (await agent.start(Caller.owner(), conversation_id="one")).send("hi")
     with pytest.raises(SessionLimitError, match="at most 1 conversations for its owner"):
         await agent.start(Caller.owner(), conversation_id="two")
-
-
-ISSUER = "https://id.example.com"
-NEWCOMERS = [
-    ("channel_senders", "channel senders", lambda n: Caller.channel("telegram", str(n))),
-    (
-        "jwt_callers",
-        "callers verified by a JWT issuer",
-        lambda n: Caller.verified(f"user{n}@example.com", issuer=ISSUER),
-    ),
-]
 
 
 @pytest.mark.parametrize(("setting", "who", "newcomer"), NEWCOMERS)
