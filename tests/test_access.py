@@ -243,7 +243,7 @@ def test_a2_identities_are_one_caller_however_their_letters_are_composed() -> No
         ({"value": True}, False),
     ],
 )
-async def test_hardening_email_verified_must_be_json_true(
+async def test_a6_email_verified_must_be_json_true(
     issuer: tuple[Issuer, str], email_verified: Any, counts: bool
 ) -> None:
     """A6: an email claim names the caller only when `email_verified` is the JSON `true`;
@@ -260,7 +260,7 @@ async def test_hardening_email_verified_must_be_json_true(
     await verifier.aclose()
 
 
-async def test_hardening_email_verified_unverified_email_alone_names_no_one(
+async def test_a1_an_unverified_email_alone_names_no_one(
     issuer: tuple[Issuer, str],
 ) -> None:
     """A1: with no other identity claim, an unverified email is refused, not used."""
@@ -295,7 +295,7 @@ def _two_issuers(jwks_url: str, *, plain: bool = False, **spec: Any) -> AccessVe
     )
 
 
-async def test_hardening_jwt_identity_carries_its_issuer(issuer: tuple[Issuer, str]) -> None:
+async def test_a6_a_jwt_identity_carries_its_issuer(issuer: tuple[Issuer, str]) -> None:
     """A6: a JWT caller's namespace names its issuer, so it never meets an API-key caller's."""
     state, url = issuer
     verifier = _two_issuers(url)
@@ -318,7 +318,7 @@ async def test_hardening_jwt_identity_carries_its_issuer(issuer: tuple[Issuer, s
     await verifier.aclose()
 
 
-async def test_hardening_plain_identity_maps_an_issuer_to_api_key_callers_on_purpose(
+async def test_a6_plain_identity_maps_an_issuer_to_api_key_callers_on_purpose(
     issuer: tuple[Issuer, str],
 ) -> None:
     """A6: `plain_identity: true` makes an issuer's tokens name the API-key callers."""
@@ -342,7 +342,7 @@ async def test_hardening_plain_identity_maps_an_issuer_to_api_key_callers_on_pur
     await verifier.aclose()
 
 
-async def test_hardening_a_second_issuers_token_does_not_read_an_api_key_callers_notes(
+async def test_a6_a_second_issuers_token_does_not_read_an_api_key_callers_notes(
     issuer: tuple[Issuer, str], tmp_path: Path
 ) -> None:
     """A6, M2 through the memory skill: same `sub` as an API-key identity, separate notes;
@@ -385,7 +385,7 @@ async def test_hardening_a_second_issuers_token_does_not_read_an_api_key_callers
         ("channel:telegram:4242", "channel senders"),
     ],
 )
-def test_hardening_an_api_key_identity_cannot_take_a_reserved_prefix(
+def test_a6_an_api_key_identity_cannot_take_a_reserved_prefix(
     identity: str, kept_for: str, tmp_path: Path
 ) -> None:
     """A6: no API key can be configured to name a JWT caller's or channel sender's namespace."""
@@ -402,9 +402,7 @@ def test_hardening_an_api_key_identity_cannot_take_a_reserved_prefix(
 @pytest.mark.parametrize(
     "name", ["https://id.test/#x", "https://id.test,evil", "https://id.test\n", ""]
 )
-def test_hardening_an_issuer_that_cannot_name_namespaces_is_refused(
-    name: str, tmp_path: Path
-) -> None:
+def test_a6_an_issuer_that_cannot_name_namespaces_is_refused(name: str, tmp_path: Path) -> None:
     """A6: the issuer is part of its callers' namespaces (jwt:<issuer>#<identity>), so it
     holds no '#', comma or control character."""
     with pytest.raises(ValidationError) as caught:
@@ -415,7 +413,7 @@ def test_hardening_an_issuer_that_cannot_name_namespaces_is_refused(
     )
 
 
-def test_hardening_an_issuer_listed_twice_is_refused() -> None:
+def test_a6_an_issuer_listed_twice_is_refused() -> None:
     """A6: two entries for one issuer would leave open which one's settings apply."""
     entry = {"issuer": "https://id.test", "jwks": "https://id.test/jwks", "audience": "helper"}
     with pytest.raises(ValidationError) as caught:
@@ -476,7 +474,7 @@ SEND_ONE = "the Authorization and x-api-key headers present different credential
         ("", {"x-api-key": "alice-key"}, SEND_ONE),
     ],
 )
-async def test_hardening_x_api_key_is_a_credential_verified_or_refused(
+async def test_a1_x_api_key_is_a_credential_verified_or_refused(
     authorization: str | None, headers: dict[str, str], expected: Caller | str
 ) -> None:
     """A1: `x-api-key` (as Anthropic-style clients send) is verified like a bearer key, and
@@ -544,7 +542,7 @@ def _send_one(first: str, second: str) -> str:
         ),
     ],
 )
-async def test_hardening_api_key_header_is_a_credential_verified_or_refused(
+async def test_a1_api_key_header_is_a_credential_verified_or_refused(
     authorization: str | None, headers: dict[str, str], expected: Caller | str
 ) -> None:
     """A1: `api-key: <key>` (as Azure OpenAI's clients send) is a credential exactly like
@@ -553,7 +551,7 @@ async def test_hardening_api_key_header_is_a_credential_verified_or_refused(
     await _expect_caller(authorization, headers, expected)
 
 
-async def test_hardening_api_key_header_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:
+async def test_a1_api_key_header_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:
     state, url = issuer
     verifier = _verifier(url)
     assert await verifier.caller(None, {"api-key": state.token()}) == Caller.verified(
@@ -565,7 +563,7 @@ async def test_hardening_api_key_header_carries_a_jwt_too(issuer: tuple[Issuer, 
     await verifier.aclose()
 
 
-async def test_hardening_x_api_key_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:
+async def test_a1_x_api_key_carries_a_jwt_too(issuer: tuple[Issuer, str]) -> None:
     state, url = issuer
     verifier = _verifier(url)
     assert await verifier.caller(None, {"x-api-key": state.token()}) == Caller.verified(

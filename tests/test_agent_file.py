@@ -343,7 +343,7 @@ def test_r1_front_matter_python_cannot_hold_is_an_agent_file_error(
         load_spec(write_agent(tmp_path / "a", front))
 
 
-def test_hardening_memory_legacy_compaction_takes_threshold_and_keep(tmp_path: Path) -> None:
+def test_c1_memory_legacy_compaction_takes_threshold_and_keep(tmp_path: Path) -> None:
     """C1: the memory skill's legacy `compaction` setting, as a number or as {threshold, keep}."""
     from webagents.compaction import Compaction
 

@@ -65,7 +65,9 @@ def test_verified_needs_an_identity() -> None:
         Caller.verified()
 
 
-def test_home_and_profiles(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_s7_the_home_folder_follows_the_profile_and_webagents_home(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("WEBAGENTS_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert webagents_home() == tmp_path / ".webagents"
@@ -177,7 +179,7 @@ _claim = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(_issuer, _claim), min_size=2, max_size=8))
-def test_hardening_jwt_identity_distinct_issuer_claim_pairs_never_share_a_namespace(
+def test_a6_distinct_issuer_and_claim_pairs_never_share_a_namespace(
     pairs: list[tuple[str, str]],
 ) -> None:
     """A6, M7: jwt:<issuer>#<identity> names one (issuer, identity) pair, and one folder."""
@@ -197,7 +199,7 @@ def test_hardening_jwt_identity_distinct_issuer_claim_pairs_never_share_a_namesp
 
 @settings(max_examples=400, deadline=None)
 @given(issuer=_issuer, claim=_claim, other=st.one_of(_claim, st.text(max_size=300)))
-def test_hardening_jwt_identity_never_names_an_api_key_or_channel_namespace(
+def test_a6_a_jwt_identity_never_names_an_api_key_or_channel_namespace(
     issuer: str, claim: str, other: str
 ) -> None:
     """A6: no identity an API key may be configured with, nor a channel sender, names a JWT
@@ -217,7 +219,7 @@ def test_hardening_jwt_identity_never_names_an_api_key_or_channel_namespace(
         assert jwt_namespace.startswith("caller:jwt:")
 
 
-def test_hardening_jwt_identity_namespaces_by_example() -> None:
+def test_a6_jwt_identity_namespaces_by_example() -> None:
     assert Caller.verified("alice", issuer="https://id.test").namespace == (
         "caller:jwt:https://id.test#alice"
     )

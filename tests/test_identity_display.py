@@ -1,5 +1,6 @@
-"""Lookalike identities in the owner's views (issue 11), and the offline model's memory
-phrases that the demo names."""
+"""Lookalike identities in the owner's views (caller.shown_to_owner): escaped with a hash
+where they could pass for another, shown as they are where they are plain; the memory report
+(M11) shows them so."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webagents.caller import Caller, shown_to_owner
-from webagents.model import ModelRequest
-from webagents.offline import OFFLINE_MEMORY_HINT, OFFLINE_RECALL, OFFLINE_REMEMBER, OfflineModel
 from webagents.rights import rights_of
 
 from .memory_helpers import OWNER, memory_agent, use
@@ -19,7 +18,7 @@ from .memory_helpers import OWNER, memory_agent, use
 LOOKALIKE = "bob@ex\u0430mple.com"  # a Cyrillic a (U+0430)
 
 
-def test_hardening_lookalike_identity_is_shown_escaped_with_its_hash() -> None:
+def test_display_a_lookalike_identity_is_shown_escaped_with_its_hash() -> None:
     assert shown_to_owner("caller:bob@example.com") == "caller:bob@example.com"
     assert shown_to_owner(f"caller:{LOOKALIKE}") == "caller:bob@ex\\u0430mple.com (#b7b96e18)"
     assert shown_to_owner("x\U0001f600") == "x\\U0001f600 (#c3cd6bb3)"
@@ -32,20 +31,20 @@ def test_hardening_lookalike_identity_is_shown_escaped_with_its_hash() -> None:
     st.text(max_size=12) | st.text(alphabet=" a\\", max_size=6),
     st.text(max_size=12) | st.text(alphabet=" a\\", max_size=6),
 )
-def test_hardening_two_different_identities_never_show_the_same(first: str, second: str) -> None:
+def test_display_two_different_identities_never_show_the_same(first: str, second: str) -> None:
     if first != second:
         assert shown_to_owner(first) != shown_to_owner(second)
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30))
-def test_hardening_plain_ascii_identities_show_as_they_are(identity: str) -> None:
+def test_display_plain_ascii_identities_show_as_they_are(identity: str) -> None:
     # A space after `:` or `#` may begin an identity inside a namespace: shown escaped.
     lookalike = "  " in identity or ": " in identity or "# " in identity
     if identity == identity.strip(" ") and not lookalike:
         assert shown_to_owner(identity) == identity.replace("\\", "\\\\")
 
 
-def test_hardening_lookalike_spaces_at_the_ends_or_doubled_are_shown_escaped() -> None:
+def test_display_lookalike_spaces_at_the_ends_or_doubled_are_shown_escaped() -> None:
     """`"bob@example.com "` would print exactly like `bob@example.com`."""
 
     def tag(identity: str) -> str:
@@ -67,7 +66,7 @@ def test_hardening_lookalike_spaces_at_the_ends_or_doubled_are_shown_escaped() -
 
 
 @given(st.text(alphabet=" ab\\u0430", max_size=8))
-def test_hardening_lookalike_what_is_shown_has_no_space_that_could_pass_unseen(
+def test_display_what_is_shown_has_no_space_that_could_pass_unseen(
     identity: str,
 ) -> None:
     shown = shown_to_owner(f"caller:{identity}").split(" (#")[0]
@@ -76,7 +75,7 @@ def test_hardening_lookalike_what_is_shown_has_no_space_that_could_pass_unseen(
     assert not shown.startswith("caller: ")
 
 
-async def test_hardening_memory_report_shows_a_lookalike_escaped(tmp_path: Path) -> None:
+async def test_m11_the_memory_report_shows_a_lookalike_escaped(tmp_path: Path) -> None:
     _, skill = memory_agent(tmp_path / "keeper")
     for caller in (Caller.verified("bob@example.com"), Caller.verified(LOOKALIKE)):
         await use(skill, caller, "memory_write", key="pet", content="a cat")
@@ -85,28 +84,3 @@ async def test_hardening_memory_report_shows_a_lookalike_escaped(tmp_path: Path)
         "  caller:bob@ex\\u0430mple.com (#b7b96e18): 1 note, 0 episodes",
         "  caller:bob@example.com: 1 note, 0 episodes",
     ]
-
-
-async def test_hardening_offline_memory_phrases_the_demo_names_make_the_model_use_memory() -> None:
-    assert OFFLINE_MEMORY_HINT == (
-        'memory works offline too: say "remember that <something>", then "what do you '
-        'remember" (also in a new conversation)'
-    )
-    tools = [
-        {"type": "function", "function": {"name": name, "parameters": {}}}
-        for name in ("memory_write", "memory_list")
-    ]
-    model = OfflineModel()
-    said = f"{OFFLINE_REMEMBER} the launch is on Friday"
-    remember = await model.complete(ModelRequest([{"role": "user", "content": said}], tools))
-    assert [(c.name, c.arguments) for c in remember.tool_calls] == [
-        (
-            "memory_write",
-            '{"key": "the-launch-is", "content": "the launch is on Friday", '
-            '"description": "the launch is on Friday"}',
-        )
-    ]
-    recall = await model.complete(
-        ModelRequest([{"role": "user", "content": OFFLINE_RECALL}], tools)
-    )
-    assert [(c.name, c.arguments) for c in recall.tool_calls] == [("memory_list", "{}")]

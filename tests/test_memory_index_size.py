@@ -81,7 +81,7 @@ def _lay_out(root: Path) -> int:
     return total
 
 
-def test_hardening_the_memory_index_keeps_no_notes_text_in_memory(tmp_path: Path) -> None:
+def test_m9_the_memory_index_keeps_no_notes_text_in_memory(tmp_path: Path) -> None:
     """M9: a start (without a cache, then from the cache) and the queries after it hold a
     bounded amount of memory, not every note's text: the index lives in a file (private,
     removed when it closes), read through a bounded page cache, and a start reads the files
@@ -112,7 +112,7 @@ def test_hardening_the_memory_index_keeps_no_notes_text_in_memory(tmp_path: Path
     assert leftovers == [".index.sqlite"]  # the working file went with the index
 
 
-def test_hardening_an_index_whose_folder_cannot_be_written_works_in_a_temporary_file(
+def test_m9_an_index_whose_folder_cannot_be_written_works_in_a_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """M9: where the memory folder takes no working file (and no cache), the index works in
@@ -154,7 +154,7 @@ def test_hardening_an_index_whose_folder_cannot_be_written_works_in_a_temporary_
     ]
 
 
-def test_hardening_an_index_whose_file_fills_up_is_kept_in_memory_instead(
+def test_m9_an_index_whose_file_fills_up_is_kept_in_memory_instead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """M9: a start whose working file cannot grow (a full disk) still indexes every note,

@@ -417,7 +417,7 @@ def refusing(double: MemoryDouble, status: int, message: str, word: str) -> None
         (413, "the note's content is 1,100,005 bytes, over the store's 1,000,000"),
     ],
 )
-async def test_review_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the_rest_goes_on(
+async def test_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the_rest_goes_on(
     tmp_path: Path,
     double: MemoryDouble,
     caplog: pytest.LogCaptureFixture,
@@ -460,7 +460,7 @@ async def test_review_p7_a_line_the_portal_refuses_for_good_is_set_aside_and_the
     assert "refused" not in skill.report(rights_of(BOB))  # another caller's is not shown
 
 
-async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
+async def test_p7_a_line_refused_for_now_waits_and_keeps_its_order(
     tmp_path: Path, double: MemoryDouble
 ) -> None:
     skill = synced_agent(tmp_path / "a", double)
@@ -487,7 +487,7 @@ async def test_review_p7_a_line_refused_for_now_waits_and_keeps_its_order(
 
 
 @pytest.mark.parametrize("portal_change", ["edit", "forget"])
-async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
+async def test_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_older_portal_change(
     tmp_path: Path, double: MemoryDouble, portal_change: str
 ) -> None:
     skill, sync = await synced_plan(tmp_path, double)
@@ -532,7 +532,7 @@ async def test_review_p7_a_tool_write_during_a_pull_is_never_overwritten_by_an_o
 
 
 @pytest.mark.parametrize("later", ["here", "portal"])
-async def test_review_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_later_current(
+async def test_p7_two_edits_waiting_and_a_portal_edit_between_keep_the_later_current(
     tmp_path: Path, double: MemoryDouble, later: str
 ) -> None:
     skill, sync = await synced_plan(tmp_path, double)
@@ -676,14 +676,9 @@ async def test_p5_an_agent_over_its_portal_quota_frees_room_with_memory_forget(
     assert skill.sync.last_error is None
 
 
-async def test_p5_a_forget_pushed_ahead_never_forgets_a_note_made_again_elsewhere(
-    tmp_path: Path, double: MemoryDouble
-) -> None:
-    """A forget pushed ahead of a write waiting for room is sent again in its turn: then
-    only if the note is still absent, never over the same key written anew by another
-    machine meanwhile."""
-    skill = synced_agent(tmp_path / "a", double)
-    assert skill.sync is not None
+def _refuse_new_until_room(double: MemoryDouble) -> list[bool]:
+    """The double refuses a PUT of the note "new" with the quota's 429 while the returned
+    flag is set; setting it to False makes room."""
     answering = double.handle
     refused_new = [True]
 
@@ -695,6 +690,18 @@ async def test_p5_a_forget_pushed_ahead_never_forgets_a_note_made_again_elsewher
         return answering(request)
 
     double.handle = quota_then_room  # type: ignore[method-assign]
+    return refused_new
+
+
+async def test_p5_a_forget_pushed_ahead_never_forgets_a_note_made_again_elsewhere(
+    tmp_path: Path, double: MemoryDouble
+) -> None:
+    """A forget pushed ahead of a write waiting for room is sent again in its turn: then
+    only if the note is still absent, never over the same key written anew by another
+    machine meanwhile."""
+    skill = synced_agent(tmp_path / "a", double)
+    assert skill.sync is not None
+    refused_new = _refuse_new_until_room(double)
     await use(skill, OWNER, "memory_write", key="old", content="no longer needed")
     assert skill.sync.sync_round() is True
     await use(skill, OWNER, "memory_write", key="new", content="the new plan")
@@ -718,17 +725,7 @@ async def test_p5_a_forget_pushed_ahead_that_loses_to_the_portals_edit_is_said_o
     or not: the conflict is recorded once, and the forget's own turn sends nothing."""
     skill = synced_agent(tmp_path / "a", double)
     assert skill.sync is not None
-    answering = double.handle
-    refused_new = [True]
-
-    def quota_then_room(request: Any) -> Any:
-        if request.method == "PUT" and refused_new[0]:
-            if json.loads(request.content)["key"] == "new":
-                error = {"message": "full", "code": "agent_entries_quota"}
-                return httpx.Response(429, json={"error": error})
-        return answering(request)
-
-    double.handle = quota_then_room  # type: ignore[method-assign]
+    refused_new = _refuse_new_until_room(double)
     await use(skill, OWNER, "memory_write", key="old", content="v1")
     assert skill.sync.sync_round() is True
     double.edit("owner", "old", "edited in the portal", "2026-06-01T00:00:00+00:00")

@@ -11,6 +11,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -64,6 +65,7 @@ def _publish(tmp_path: Path, portal: str, folder: Path) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p4_an_agent_id_from_the_portal_never_names_a_path(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -83,6 +85,7 @@ def test_p4_an_agent_id_from_the_portal_never_names_a_path(tmp_path: Path) -> No
     assert not (tmp_path / "home" / ".webagents" / "agents").exists()
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p4_a_linked_agent_id_that_is_not_a_uuid_is_refused(tmp_path: Path) -> None:
     folder = write_agent(tmp_path / "helper", "name: helper")
     config = folder / ".webagents" / "config.json"

@@ -23,7 +23,7 @@ from webagents.server.flood import AcceptErrors, FloodLog
 from webagents.testing import FunctionModel
 
 
-def test_hardening_the_connection_cap_keeps_files_for_the_agent_and_its_model() -> None:
+def test_serve_the_connection_cap_keeps_files_for_the_agent_and_its_model() -> None:
     """Review finding 2: an eighth of the file limit (at least 32) is kept for the agent's
     files, and of the rest half for connections, half for their requests' connections to
     the model."""
@@ -49,7 +49,7 @@ def _messages(caplog: pytest.LogCaptureFixture, under: str = "") -> list[tuple[s
     return [(r.name, r.getMessage()) for r in caplog.records if r.name.startswith(under)]
 
 
-def test_hardening_a_flood_is_logged_once_then_counted(caplog: pytest.LogCaptureFixture) -> None:
+def test_serve_a_flood_is_logged_once_then_counted(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     flood = FloodLog("out of %s", "%d more in the last %d s", every=60, clock=clock)
     caplog.set_level(logging.WARNING, "webagents.server")
@@ -72,7 +72,7 @@ def test_hardening_a_flood_is_logged_once_then_counted(caplog: pytest.LogCapture
     ]
 
 
-async def test_hardening_the_count_of_a_flood_that_stops_is_still_told(
+async def test_serve_the_count_of_a_flood_that_stops_is_still_told(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     flood = FloodLog("first", "%d more in the last %d s", every=0.05)
@@ -89,7 +89,7 @@ async def test_hardening_the_count_of_a_flood_that_stops_is_still_told(
     ]
 
 
-async def test_hardening_accept_errors_are_one_line_not_a_traceback_each(
+async def test_serve_accept_errors_are_one_line_not_a_traceback_each(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """What asyncio's accept loop reports, as it reports it, a thousand times."""
@@ -128,7 +128,7 @@ async def test_hardening_accept_errors_are_one_line_not_a_traceback_each(
     assert all(r.exc_info is None for r in caplog.records if r.name == "webagents.server")
 
 
-async def test_hardening_413_names_the_option_that_raises_the_limit() -> None:
+async def test_serve_413_names_the_option_that_raises_the_limit() -> None:
     app = create_app(AgentHost([]), max_body_bytes=100)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -147,7 +147,7 @@ async def test_hardening_413_names_the_option_that_raises_the_limit() -> None:
     )
 
 
-def test_hardening_daemon_without_a_model_key_suggests_offline(
+def test_daemon_without_a_model_key_suggests_offline(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The daemon goes on watching an agent it cannot load, and its log says the fix."""
@@ -176,7 +176,7 @@ def _out_of_files(request: ModelRequest) -> str:
         raise ModelError("cannot reach the model endpoint") from None
 
 
-async def test_hardening_out_of_descriptors_mid_turn_is_503_logged_once(
+async def test_serve_out_of_descriptors_mid_turn_is_503_logged_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Review finding 2: turns that ran out of file descriptors answered 500 internal_error,

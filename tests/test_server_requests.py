@@ -70,7 +70,7 @@ def _error(response: Any) -> tuple[int, str, str]:
 # -- bullet: deep nesting ------------------------------------------------------------------------
 
 
-def test_hardening_deep_nesting_in_tool_calls_is_400_naming_the_limit(
+def test_server_deep_nesting_in_tool_calls_is_400_naming_the_limit(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # 500 levels inside an assistant's tool call: a 1.4 KB request that was a 500 (deepcopy).
@@ -87,7 +87,7 @@ def test_hardening_deep_nesting_in_tool_calls_is_400_naming_the_limit(
     assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
-def test_hardening_nesting_at_the_limit_is_answered_and_reaches_the_model_whole() -> None:
+def test_server_nesting_at_the_limit_is_answered_and_reaches_the_model_whole() -> None:
     model = ScriptedModel(["done"])
     # The body is level 1, messages 2, the message 3, tool_calls 4, the call 5: 59 more fit.
     deepest = _nested(MAX_NESTING - 5)
@@ -102,7 +102,7 @@ def test_hardening_nesting_at_the_limit_is_answered_and_reaches_the_model_whole(
     assert _error(refused)[2] == "too_deep"
 
 
-def test_hardening_deep_nesting_on_the_agent_route_and_in_any_field_is_400() -> None:
+def test_server_deep_nesting_on_the_agent_route_and_in_any_field_is_400() -> None:
     with _client(_served("helper")) as client:
         answers = [
             client.post(
@@ -117,7 +117,7 @@ def test_hardening_deep_nesting_on_the_agent_route_and_in_any_field_is_400() -> 
     assert [_error(a)[0::2] for a in answers] == [(400, "too_deep"), (400, "too_deep")]
 
 
-def test_hardening_copying_a_conversation_needs_no_recursion() -> None:
+def test_server_copying_a_conversation_needs_no_recursion() -> None:
     deep = _nested(20_000)  # far past Python's recursion limit
     history = [{"role": "user", "content": "x", "deep": deep}, {"role": "user", "content": "y"}]
     copied = copy_json(history)
@@ -153,7 +153,7 @@ def _bearer(key: str | None) -> dict[str, str]:
     return {} if key is None else {"Authorization": f"Bearer {key}"}
 
 
-def test_hardening_one_served_agent_answers_whatever_model_names() -> None:
+def test_server_one_served_agent_answers_whatever_model_names() -> None:
     access = AccessSpec(owner="env:OWNER")
     with _client(_served("helper", access=access)) as client:
         answers = [
@@ -172,9 +172,7 @@ def test_hardening_one_served_agent_answers_whatever_model_names() -> None:
     )
 
 
-def test_hardening_with_several_agents_model_picks_one_and_an_unknown_one_is_verified_first() -> (
-    None
-):
+def test_server_with_several_agents_model_picks_one_and_an_unknown_one_is_verified_first() -> None:
     def ask(key: str | None, model: str = "nobody") -> tuple[int, str, str]:
         body = {**SEEDS_REQUEST, "model": model}
         answer = client.post("/v1/chat/completions", json=body, headers=_bearer(key))
@@ -222,7 +220,7 @@ def test_hardening_with_several_agents_model_picks_one_and_an_unknown_one_is_ver
     assert _error(route) == seen["a key no agent accepts"]
 
 
-def test_hardening_two_credentials_are_refused_before_any_list() -> None:
+def test_a1_two_credentials_are_refused_before_any_list() -> None:
     with _several() as client:
         answer = client.post(
             "/v1/chat/completions",
@@ -237,7 +235,7 @@ def test_hardening_two_credentials_are_refused_before_any_list() -> None:
     assert (_error(answer), _error(models)) == (refused, refused)
 
 
-def test_hardening_models_and_health_list_names_only_to_who_may_call_them() -> None:
+def test_server_models_and_health_list_names_only_to_who_may_call_them() -> None:
     def models(key: str | None) -> list[str] | tuple[int, str, str]:
         answer = client.get("/v1/models", headers=_bearer(key))
         if answer.status_code != 200:
@@ -267,7 +265,7 @@ def test_hardening_models_and_health_list_names_only_to_who_may_call_them() -> N
 # -- bullet: every served reply says whether its conversation was kept ---------------------------
 
 
-def test_hardening_every_served_reply_says_whether_and_where_its_conversation_was_kept(
+def test_s5_every_served_reply_says_whether_and_where_its_conversation_was_kept(
     tmp_path: Path,
 ) -> None:
     """S5: kept for verified callers who name a session with the session skill; else why not."""
@@ -325,7 +323,7 @@ def _ours(headers: Any) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.startswith("x-webagents-")}
 
 
-def test_hardening_a_client_system_message_is_framed_as_the_callers_and_the_reply_says_so() -> None:
+def test_r5_a_client_system_message_is_framed_as_the_callers_and_the_reply_says_so() -> None:
     """R5: the agent's own system prompt is sent unchanged; the client's is the caller's text."""
     model = ScriptedModel(["one", "two"])
     messages = [
@@ -354,7 +352,7 @@ def test_hardening_a_client_system_message_is_framed_as_the_callers_and_the_repl
     ]
 
 
-def test_hardening_model_options_a_client_sends_are_named_as_not_applied() -> None:
+def test_server_model_options_a_client_sends_are_named_as_not_applied() -> None:
     """The agent's model settings are its owner's: a client's are listed, not silently lost."""
     model = ScriptedModel(["one", "two", "three"])
     base = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
@@ -384,7 +382,7 @@ def test_hardening_model_options_a_client_sends_are_named_as_not_applied() -> No
     ]
 
 
-def test_hardening_odd_option_names_are_counted_never_echoed_into_a_header() -> None:
+def test_server_odd_option_names_are_counted_never_echoed_into_a_header() -> None:
     """A field name is the client's text: a line break or any character stays out of headers."""
     odd = {"\u0100": 1, "a\r\nX-Evil: 1": 2, **{f"opt{i:02}": i for i in range(20)}}
     body = {"model": "m", "messages": [{"role": "user", "content": "hello"}], **odd}

@@ -60,6 +60,24 @@ def _kept(folder: Path, caller: Caller) -> dict[str, Any]:
     return dict(found[0])
 
 
+LAUNCH: list[Message] = [
+    {"role": "user", "content": "When is the launch?"},
+    {"role": "assistant", "content": "Tuesday."},
+]
+"""The turn `_keep_the_launch` keeps."""
+VENUE: list[Message] = [
+    {"role": "user", "content": "And the venue?"},
+    {"role": "assistant", "content": "The old hall."},
+]
+"""The turn the other process keeps (`_turn_in_a_process(..., "And the venue?", ...)`)."""
+
+
+async def _keep_the_launch(folder: Path, caller: Caller) -> None:
+    """Conversation "plan" kept for `caller` with one turn (LAUNCH)."""
+    agent = _agent(folder, ScriptedModel(["Tuesday."]))
+    await (await agent.start(caller=caller, conversation_id="plan")).send("When is the launch?")
+
+
 def _sent(model: ScriptedModel) -> list[list[Message]]:
     return [request.messages for request in model.requests]
 
@@ -216,11 +234,7 @@ async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_not_ke
     """Two processes on one conversation: the other's turn, kept after this one loaded it,
     is never replaced; this turn is refused with what to do."""
     folder = tmp_path / "helper"
-    await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(
-            caller=ALICE, conversation_id="plan"
-        )
-    ).send("When is the launch?")
+    await _keep_the_launch(folder, ALICE)
     here = await _agent(folder, ScriptedModel(["Not kept."])).start(
         caller=ALICE, conversation_id="plan"
     )
@@ -229,12 +243,7 @@ async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_not_ke
     with pytest.raises(SessionConflict) as refused:
         await here.send("Where were we?")
     assert str(refused.value) == _conflict()
-    assert _kept(folder, ALICE)["messages"] == [
-        {"role": "user", "content": "When is the launch?"},
-        {"role": "assistant", "content": "Tuesday."},
-        {"role": "user", "content": "And the venue?"},
-        {"role": "assistant", "content": "The old hall."},
-    ]
+    assert _kept(folder, ALICE)["messages"] == [*LAUNCH, *VENUE]
 
 
 @pytest.mark.parametrize("kept_before", [True, False], ids=["continued", "new"])
@@ -286,21 +295,14 @@ async def test_s6_a_conversation_that_dropped_kept_turns_is_refused(tmp_path: Pa
     with pytest.raises(SessionConflict) as refused:
         await conversation.send("Where were we?")
     assert str(refused.value) == _conflict()
-    assert _kept(folder, OWNER)["messages"] == [
-        {"role": "user", "content": "When is the launch?"},
-        {"role": "assistant", "content": "Tuesday."},
-    ]
+    assert _kept(folder, OWNER)["messages"] == LAUNCH
 
 
 async def test_s6_messages_given_to_start_replace_the_kept_conversation_on_purpose(
     tmp_path: Path,
 ) -> None:
     folder = tmp_path / "helper"
-    await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(
-            caller=OWNER, conversation_id="plan"
-        )
-    ).send("When is the launch?")
+    await _keep_the_launch(folder, OWNER)
     model = ScriptedModel(["Hello."])
     fresh = await _agent(folder, model).start(caller=OWNER, conversation_id="plan", messages=[])
     await fresh.send("Start over.")
@@ -316,11 +318,7 @@ async def test_s6_after_its_replacing_turn_a_given_conversation_extends_what_it_
 ) -> None:
     """`messages=` replaces once: a later turn, after another writer's, is refused."""
     folder = tmp_path / "helper"
-    await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(
-            caller=OWNER, conversation_id="plan"
-        )
-    ).send("When is the launch?")
+    await _keep_the_launch(folder, OWNER)
     given: list[Message] = [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello."},
@@ -353,11 +351,7 @@ async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_before
     """The refused turn's reply is never computed: the check comes before the model call, and
     the conversation is left as it was (the input not added)."""
     folder = tmp_path / "helper"
-    await (
-        await _agent(folder, ScriptedModel(["Tuesday."])).start(
-            caller=caller, conversation_id="plan"
-        )
-    ).send("When is the launch?")
+    await _keep_the_launch(folder, caller)
     model = ScriptedModel(["Not asked."])
     here = await _agent(folder, model).start(caller=caller, conversation_id="plan")
     _turn_in_a_process(folder, caller, "And the venue?", "The old hall.")
@@ -365,16 +359,8 @@ async def test_s6_a_turn_on_a_conversation_continued_elsewhere_is_refused_before
     with pytest.raises(SessionConflict) as refused:
         await here.send("Where were we?")
     assert (str(refused.value), model.requests) == (_conflict(), [])
-    assert here.messages == [
-        {"role": "user", "content": "When is the launch?"},
-        {"role": "assistant", "content": "Tuesday."},
-    ]
-    assert _kept(folder, caller)["messages"] == [
-        {"role": "user", "content": "When is the launch?"},
-        {"role": "assistant", "content": "Tuesday."},
-        {"role": "user", "content": "And the venue?"},
-        {"role": "assistant", "content": "The old hall."},
-    ]
+    assert here.messages == LAUNCH
+    assert _kept(folder, caller)["messages"] == [*LAUNCH, *VENUE]
 
 
 async def test_s6_a_turn_kept_elsewhere_while_the_model_answers_is_still_refused(

@@ -174,7 +174,7 @@ async def test_s5_one_id_from_two_callers_is_two_conversations(tmp_path: Path) -
     assert sorted(titles.values()) == ["alice's secret plan", "bob's plan", "the owner's plan"]
 
 
-async def test_hardening_jwt_identity_a_jwt_callers_conversations_are_kept_apart(
+async def test_s5_a_jwt_callers_conversations_are_kept_apart(
     tmp_path: Path,
 ) -> None:
     """S5, A6: a JWT caller whose `sub` equals an API-key identity has its own conversations

@@ -97,7 +97,7 @@ def test_chat_in_a_terminal_message_new_ctrl_c_and_ctrl_d(
     assert "hello there" in history.read_text()
 
 
-def test_chat_exit_command(tmp_path: Path, server: ScriptedServer) -> None:
+def test_chat_exit_ends_the_chat_with_status_0(tmp_path: Path, server: ScriptedServer) -> None:
     folder = write_agent(tmp_path / "helper", "model: openai/test-model")
     child = spawn([str(folder)], child_env(tmp_path, OPENAI_BASE_URL=server.base_url), tmp_path)
     child.expect(PROMPT)
@@ -123,7 +123,7 @@ def test_chat_without_an_endpoint_says_what_to_set(tmp_path: Path) -> None:
     )
 
 
-def test_a_broken_agent_file_is_reported_with_its_line(tmp_path: Path) -> None:
+def test_r1_a_broken_agent_file_is_reported_with_its_line(tmp_path: Path) -> None:
     folder = write_agent(tmp_path / "helper", "model: openai/m\nskils: [openai]")
     done = subprocess.run(
         [webagents_command(), str(folder), "--offline"],

@@ -55,7 +55,7 @@ def example(tmp_path: Path) -> Path:
 # -- a mistyped command -----------------------------------------------------------------------
 
 
-def test_hardening_mistyped_subcommand_suggests_the_closest(tmp_path: Path) -> None:
+def test_cli_a_mistyped_subcommand_suggests_the_closest(tmp_path: Path) -> None:
     usage = "Usage: webagents [OPTIONS] [COMMAND] [ARGS]...\nTry 'webagents --help' for help.\n\n"
     for typed, meant in [("serv", "serve"), ("deamon", "daemon"), ("sesions", "sessions")]:
         done = cli(tmp_path, typed, "x")
@@ -65,7 +65,7 @@ def test_hardening_mistyped_subcommand_suggests_the_closest(tmp_path: Path) -> N
         )
 
 
-def test_hardening_a_folder_is_still_chatted_with_even_when_named_like_a_command(
+def test_cli_a_folder_named_like_a_command_is_still_chatted_with(
     tmp_path: Path,
 ) -> None:
     write_agent(tmp_path / "serv", "name: serv")  # an existing folder wins over a suggestion
@@ -88,7 +88,7 @@ def test_hardening_a_folder_is_still_chatted_with_even_when_named_like_a_command
 # -- the offline model's memory phrases ----------------------------------------------------------
 
 
-def test_hardening_offline_memory_phrases_are_said_in_the_demo_and_work(tmp_path: Path) -> None:
+def test_cli_offline_chat_says_the_memory_phrases_and_they_work(tmp_path: Path) -> None:
     folder = example(tmp_path)
     done = cli(
         tmp_path,
@@ -112,7 +112,7 @@ def test_hardening_offline_memory_phrases_are_said_in_the_demo_and_work(tmp_path
     assert (folder / ".webagents" / "memory" / "owner" / "my-cat-is.md").is_file()
 
 
-def test_hardening_offline_notice_without_memory_skill_has_no_memory_phrases(
+def test_cli_offline_notice_without_the_memory_skill_has_no_memory_phrases(
     tmp_path: Path,
 ) -> None:
     folder = write_agent(tmp_path / "plain", "name: plain")
@@ -124,7 +124,7 @@ def test_hardening_offline_notice_without_memory_skill_has_no_memory_phrases(
 # -- webagents run ------------------------------------------------------------------------------
 
 
-def test_hardening_run_one_shot_prints_the_reply_and_keeps_the_conversation(
+def test_cli_run_prints_the_reply_and_keeps_the_conversation(
     tmp_path: Path,
 ) -> None:
     folder = example(tmp_path)
@@ -165,7 +165,7 @@ def test_hardening_run_one_shot_prints_the_reply_and_keeps_the_conversation(
     ]
 
 
-def test_hardening_run_refusals_say_what_to_fix(tmp_path: Path) -> None:
+def test_cli_run_refusals_say_what_to_fix(tmp_path: Path) -> None:
     folder = example(tmp_path)
     empty = cli(tmp_path, "run", str(folder), "--offline", input="  \n")
     assert (empty.returncode, empty.stdout) == (2, "")
@@ -195,7 +195,7 @@ def test_hardening_run_refusals_say_what_to_fix(tmp_path: Path) -> None:
     assert both.stderr.endswith("Error: give --resume or -c, not both\n")
 
 
-def test_hardening_run_a_failing_model_exits_1(tmp_path: Path) -> None:
+def test_cli_run_a_failing_model_exits_1(tmp_path: Path) -> None:
     def broken(request: ModelRequest) -> str:
         raise RuntimeError("the model is down")
 
@@ -229,7 +229,7 @@ def _notes(folder: Path) -> None:
     asyncio.run(write())
 
 
-def test_hardening_memory_list_search_show_as_the_owner(tmp_path: Path) -> None:
+def test_cli_memory_list_search_show_as_the_owner(tmp_path: Path) -> None:
     folder = example(tmp_path)
     _notes(folder)
     listed = cli(tmp_path, "memory", str(folder), "list")
@@ -274,7 +274,7 @@ def test_hardening_memory_list_search_show_as_the_owner(tmp_path: Path) -> None:
     assert lines[4:] == ["", "Bob has a cat"]
 
 
-def test_hardening_memory_refusals_say_how_to_go_on(tmp_path: Path) -> None:
+def test_cli_memory_refusals_say_how_to_go_on(tmp_path: Path) -> None:
     folder = example(tmp_path)
     _notes(folder)
     missing = cli(tmp_path, "memory", str(folder), "show", "pet")  # Bob's: not owner/shared
@@ -311,7 +311,7 @@ def test_hardening_memory_refusals_say_how_to_go_on(tmp_path: Path) -> None:
     assert sorted(p.read_bytes() for p in bobs.rglob("pet.md")) == before
 
 
-def test_hardening_memory_forget_asks_first(tmp_path: Path) -> None:
+def test_cli_memory_forget_asks_first(tmp_path: Path) -> None:
     folder = example(tmp_path)
     _notes(folder)
     note = folder / ".webagents" / "memory" / "owner" / "tone.md"
@@ -333,7 +333,7 @@ def test_hardening_memory_forget_asks_first(tmp_path: Path) -> None:
     )
 
 
-def test_hardening_memory_export_every_namespace_as_json_lines(tmp_path: Path) -> None:
+def test_cli_memory_export_writes_every_namespace_as_json_lines(tmp_path: Path) -> None:
     folder = example(tmp_path)
     _notes(folder)
     done = cli(tmp_path, "memory", str(folder), "export")
@@ -382,7 +382,7 @@ def _conversations(folder: Path) -> None:
     (store.folder(CAROL) / ".namespace").unlink()
 
 
-def test_hardening_sessions_list_show_export_as_the_owner(tmp_path: Path) -> None:
+def test_cli_sessions_list_show_export_as_the_owner(tmp_path: Path) -> None:
     folder = example(tmp_path)
     _notes(folder)  # Bob's folder names him; Carol's has no marker and no notes: her hash
     _conversations(folder)
@@ -455,7 +455,7 @@ def test_hardening_sessions_list_show_export_as_the_owner(tmp_path: Path) -> Non
     )
 
 
-def test_hardening_sessions_rm_only_the_owners_after_asking(tmp_path: Path) -> None:
+def test_cli_sessions_rm_removes_only_the_owners_after_asking(tmp_path: Path) -> None:
     folder = example(tmp_path)
     _conversations(folder)
     store = LocalSessionStore(folder, "assistant")

@@ -114,7 +114,7 @@ def test_daemon_refuses_a_second_agent_with_the_same_name(
         assert "agent name 'same' is already served from" in process.output
 
 
-def test_hardening_an_unknown_model_is_verified_first_and_lists_only_the_callers_agents(
+def test_daemon_an_unknown_model_is_verified_first_and_lists_only_the_callers_agents(
     tmp_path: Path, model_server: ScriptedServer
 ) -> None:
     root = tmp_path / "agents"

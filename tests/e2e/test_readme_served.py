@@ -25,7 +25,7 @@ def _one(pattern: str) -> re.Match[str]:
     return found[0]
 
 
-def test_hardening_the_readme_openai_example_keeps_its_conversation_and_says_so(
+def test_s5_the_readme_openai_example_keeps_its_conversation_and_says_so(
     tmp_path: Path,
 ) -> None:
     exported = _one(r"^export (HELPER_OWNER_KEY=\S+ ALICE_KEY=\S+)").group(1)

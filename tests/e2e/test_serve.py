@@ -521,7 +521,9 @@ def test_a_failing_model_is_502_without_internals(served: tuple[Process, Path]) 
     assert events[-1] == "data: [DONE]"
 
 
-def test_models_health_and_unknown_routes(served: tuple[Process, Path]) -> None:
+def test_serve_health_and_models_answer_and_unknown_routes_are_404_or_405(
+    served: tuple[Process, Path],
+) -> None:
     process, _ = served
     assert httpx.get(f"{process.url}/health").json() == {"status": "ok", "agents": 1}
     listed = openai.OpenAI(api_key="anonymous", base_url=f"{process.url}/v1").models.list()
@@ -681,7 +683,7 @@ def _who(process: Process, headers: list[tuple[str, str]]) -> tuple[int, Any]:
     return 200, (seen["kind"], seen["identity"], seen["namespace"])
 
 
-def test_hardening_api_key_header_is_verified_or_refused_over_http(
+def test_a1_serve_verifies_or_refuses_an_api_key_header(
     served: tuple[Process, Path], identity: tuple[Identity, AppServer]
 ) -> None:
     """A1: `api-key: <key>` (as Azure OpenAI's clients send) is a credential exactly like
@@ -737,7 +739,7 @@ def test_hardening_api_key_header_is_verified_or_refused_over_http(
     }
 
 
-def test_hardening_x_api_key_is_verified_or_refused_over_http(
+def test_a1_serve_verifies_or_refuses_an_x_api_key_header(
     served: tuple[Process, Path], identity: tuple[Identity, AppServer]
 ) -> None:
     """A1: `x-api-key: <key>` (as Anthropic-style clients send) is a credential like a bearer
@@ -819,7 +821,7 @@ def test_the_agent_route_needs_no_model_field(served: tuple[Process, Path]) -> N
     )
 
 
-def test_hardening_the_seeds_request_reaches_the_one_served_agent(
+def test_serve_the_seeds_request_reaches_the_one_served_agent(
     served: tuple[Process, Path],
 ) -> None:
     """The seeds send a provider's model name and a session id; serve of one agent answers it."""

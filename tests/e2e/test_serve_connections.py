@@ -130,7 +130,7 @@ def _server_lines(output: str) -> list[str]:
     return [line for line in after.splitlines() if not line.startswith("INFO:")]
 
 
-def test_hardening_idle_and_slow_connections_are_closed_and_real_callers_served(
+def test_serve_closes_idle_and_slow_connections_and_serves_real_callers(
     tmp_path: Path,
 ) -> None:
     """More idle connections than the process has files, and some that trickle header bytes:
@@ -174,7 +174,7 @@ def _busy(process: Process) -> socket.socket:
     return sock
 
 
-def test_hardening_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path) -> None:
+def test_serve_beyond_max_connections_all_busy_is_503_at_once(tmp_path: Path) -> None:
     args = ["serve", str(_agent(tmp_path)), "--offline", "--max-connections", "2"]
     with running(args, child_env(tmp_path)) as process:
         busy = [_busy(process), _busy(process)]
@@ -250,7 +250,7 @@ def _closed(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
-def test_hardening_the_connection_cap_is_exactly_the_printed_number(tmp_path: Path) -> None:
+def test_serve_the_connection_cap_is_exactly_the_printed_number(tmp_path: Path) -> None:
     """Second review, finding 1: with as many idle connections open as the printed cap, the
     oldest was closed at once: asyncio calls accept until none is waiting, and the guard
     made room at every such call at the cap. Now the printed number of idle connections stay
@@ -316,7 +316,7 @@ def _refusal_of(cap: int) -> bytes:
     )
 
 
-def test_hardening_all_busy_new_connections_sending_at_once_all_read_the_503(
+def test_serve_all_busy_new_connections_sending_at_once_all_read_the_503(
     tmp_path: Path,
 ) -> None:
     """Second review, finding 1: a refused connection was closed right after its 503, so a
@@ -360,7 +360,7 @@ def _parsed(outcome: bytes | str) -> tuple[bytes, object]:
     return status, document
 
 
-def test_hardening_new_connections_whose_request_is_in_are_not_closed_as_idle(
+def test_serve_new_connections_whose_request_is_in_are_not_closed_as_idle(
     tmp_path: Path,
 ) -> None:
     """Second review, finding 1: with a few places left, new connections that each sent a
@@ -420,7 +420,7 @@ def _read_to_close(sock: socket.socket) -> bytes | None:
     return received
 
 
-def test_hardening_a_request_body_that_trickles_is_answered_408_and_closed(
+def test_serve_a_request_body_that_trickles_is_answered_408_and_closed(
     tmp_path: Path,
 ) -> None:
     """Review finding 1: connections that sent a request head, then its body a byte at a
@@ -472,7 +472,7 @@ def test_hardening_a_request_body_that_trickles_is_answered_408_and_closed(
     assert [line for line in lines if not SUMMARY.fullmatch(line)] == [BODY_TIMED_OUT]
 
 
-def test_hardening_a_response_sent_before_its_body_was_read_ends_the_connection(
+def test_serve_a_response_sent_before_its_body_was_read_ends_the_connection(
     tmp_path: Path,
 ) -> None:
     """Review finding 1: `GET /health` with a Content-Length, answered at once; its client
@@ -518,7 +518,7 @@ def _streamed_text(process: Process) -> tuple[int, str, str]:
     return reply.status_code, text, events[-1]
 
 
-def test_hardening_the_body_timeout_never_cuts_off_a_long_answer(tmp_path: Path) -> None:
+def test_serve_the_body_timeout_never_cuts_off_a_long_answer(tmp_path: Path) -> None:
     """The body deadline ends when the body is in: an answer that takes longer than it, streamed
     or not, comes whole."""
     answer = "an answer that took longer than the body timeout"
@@ -544,7 +544,7 @@ def _outcome(reply: httpx.Response) -> tuple[int, object]:
     return reply.status_code, body
 
 
-def test_hardening_busy_requests_leave_descriptors_for_their_model_connections(
+def test_serve_busy_requests_leave_descriptors_for_their_model_connections(
     tmp_path: Path,
 ) -> None:
     """Review finding 2: with `ulimit -n 128` the server took 96 connections, and as many
@@ -612,7 +612,7 @@ def test_hardening_busy_requests_leave_descriptors_for_their_model_connections(
     assert "Traceback" not in output, output
 
 
-def test_hardening_upgrade_requests_are_answered_and_logged_once(tmp_path: Path) -> None:
+def test_serve_upgrade_requests_are_answered_and_logged_once(tmp_path: Path) -> None:
     """Review finding 8: uvicorn warned twice for each request with an Upgrade header (it
     speaks no WebSocket here): a client could write the log full. Now one line says so;
     the requests are answered as ordinary ones."""
@@ -647,7 +647,7 @@ def _serve_fails(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_hardening_serve_without_a_model_key_suggests_offline(tmp_path: Path) -> None:
+def test_serve_without_a_model_key_suggests_offline(tmp_path: Path) -> None:
     done = _serve_fails(tmp_path, "--port", "0")
     assert (done.returncode, done.stdout, done.stderr) == (
         2,
@@ -658,7 +658,7 @@ def test_hardening_serve_without_a_model_key_suggests_offline(tmp_path: Path) ->
     )
 
 
-def test_hardening_a_port_in_use_suggests_another_port(tmp_path: Path) -> None:
+def test_serve_a_port_in_use_suggests_another_port(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -672,7 +672,7 @@ def test_hardening_a_port_in_use_suggests_another_port(tmp_path: Path) -> None:
     )
 
 
-def test_hardening_a_port_out_of_range_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+def test_serve_a_port_out_of_range_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
     done = _serve_fails(tmp_path, "--offline", "--port", "99999")
     assert (done.returncode, done.stdout, done.stderr.splitlines()[-1]) == (
         2,
@@ -682,7 +682,7 @@ def test_hardening_a_port_out_of_range_is_a_usage_error_not_a_traceback(tmp_path
     assert "Traceback" not in done.stderr
 
 
-def test_hardening_serve_offline_names_the_memory_phrases_and_they_work(tmp_path: Path) -> None:
+def test_serve_offline_names_the_memory_phrases_and_they_work(tmp_path: Path) -> None:
     """`serve --offline` of an agent with the memory skill says how to make the offline model
     keep a note, and saying so over HTTP keeps it (in the owner's namespace for the owner key)."""
     from webagents.offline import OFFLINE_MEMORY_HINT

@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from .processes import Served
 from .test_browser import _sign_up
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def test_p1_the_sessions_page_ends_a_command_line_and_signs_out_everywhere_in_chromium(

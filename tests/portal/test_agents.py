@@ -1,11 +1,14 @@
 """Agents on the portal (P4): `GET/POST /api/agents`, `GET/PATCH/DELETE /api/agents/{id}`;
-another user's agent answers 404 to every verb; anonymous is a 401; the home page lists
-the user's agents."""
+another user's agent answers 404 to every verb; anonymous is a 401; a PATCH with null for a
+required field is a 400 that says what to send; the home page lists the user's agents under
+its own title."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -149,3 +152,49 @@ def test_p4_a_token_for_an_agent_names_the_owner_or_a_user(client: TestClient, d
         404,
         "there is no agent 'nobody' on this portal",
     )
+
+
+@pytest.mark.parametrize(
+    ("field", "what"),
+    [
+        ("name", "a name"),
+        ("description", 'a string ("" for none)'),
+        ("instructions", 'a string ("" for none)'),
+        ("skills", "a list or a mapping ([] or {} for none)"),
+    ],
+)
+def test_p4_patch_with_null_for_a_required_field_is_a_400_saying_what_to_send(
+    client: TestClient, db: Session, field: str, what: str
+) -> None:
+    scope = make_account(db)
+    bearer = {"Authorization": f"Bearer {accounts.create_key(db, scope, 'cli').key}"}
+    created = client.post(
+        "/api/agents",
+        headers=bearer,
+        json={"name": "helper", "description": "d", "instructions": "i", "skills": ["memory"]},
+    ).json()["agent"]
+    answer = client.patch(f"/api/agents/{created['id']}", headers=bearer, json={field: None})
+    assert (answer.status_code, answer.json()) == (
+        400,
+        {
+            "error": {
+                "message": f"{field} cannot be null: send {what}, or leave {field} out to keep "
+                "it as it is",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "null_field",
+            }
+        },
+    )
+    unchanged = client.get(f"/api/agents/{created['id']}", headers=bearer).json()["agent"]
+    assert unchanged == created
+    cleared = client.patch(f"/api/agents/{created['id']}", headers=bearer, json={"model": None})
+    assert (cleared.status_code, cleared.json()["agent"]["model"]) == (200, None)
+
+
+def test_p4_the_home_pages_title_is_only_the_title(client: TestClient, db: Session) -> None:
+    make_account(db)
+    sign_in(client)
+    page = client.get("/").text
+    assert re.findall(r"<title>(.*?)</title>", page, re.S) == ["alice · webagents portal"]
+    assert page.count("<h2>Your agents</h2>") == 1

@@ -10,9 +10,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from .conftest import PASSWORD
 from .processes import Child, Served, portal
 from .test_login_cli import _login_file, webagents
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def _sign_up(page: Any, url: str, username: str) -> None:

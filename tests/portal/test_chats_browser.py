@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from .conftest import PASSWORD
 from .processes import Served, portal
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 INJECTED = '<img src=x onerror="document.title=1"><script>alert(1)</script>'
 

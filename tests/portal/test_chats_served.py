@@ -8,9 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from .processes import Served
 from .test_chats_browser import _user_key
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 CALLS = 8
 

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import running
 
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 CONNECTED = "callers reach it at"
 

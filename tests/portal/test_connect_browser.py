@@ -9,14 +9,17 @@ from typing import Any
 
 import httpx
 import jwt
+import pytest
 
 from webagents.portal.connect.relay import offline
 from webagents.portal.connect.service import MAX_WEB_MESSAGE
 
 from .connect_agent import ConnectAgent
+from .connect_world import World, make_world
 from .processes import Served
 from .test_chats_browser import _sign_in
-from .test_connect import World, make_world
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def test_p11_owner_continues_a_chat_on_the_web_in_chromium(

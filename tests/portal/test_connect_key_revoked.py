@@ -9,13 +9,16 @@ import asyncio
 import json
 
 import httpx
+import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed
 
 from webagents.portal.connect.protocol import CLOSE_UNAUTHORIZED
 
+from .connect_world import World, make_world
 from .processes import Served
-from .test_connect import World, make_world
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 CLOSED_WITHIN = 60.0
 """A bound on the wait for the portal to close the revoked machine's connection (it checks

@@ -32,6 +32,8 @@ from .conftest import PASSWORD
 from .processes import Served, portal
 from .test_publish_cli import _signed_in, webagents
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 CONNECTED = "callers reach it at"
 
 

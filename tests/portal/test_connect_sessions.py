@@ -10,8 +10,10 @@ import httpx
 import pytest
 
 from .connect_agent import WAIT, ConnectAgent
+from .connect_world import HI, World, make_world
 from .processes import Served
-from .test_connect import HI, World, make_world
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 @pytest.fixture

@@ -55,7 +55,7 @@ def _checked_at_the_cap(head: str, unit: str) -> str:
         ("[", '"' + "a" * 1000 + '",'),
     ],
 )
-def test_i21_json_body_checks_a_body_at_the_cap_in_one_pass(head: str, unit: str) -> None:
+def test_json_body_checks_a_body_at_the_cap_in_one_pass(head: str, unit: str) -> None:
     assert _checked_at_the_cap(head, unit) == "None"
 
 
@@ -81,7 +81,7 @@ def test_i21_json_body_checks_a_body_at_the_cap_in_one_pass(head: str, unit: str
         (b"[12345, -6.5e10]", None),
     ],
 )
-def test_i21_json_body_refuses_every_number_past_a_doubles_range_and_only_those(
+def test_json_body_refuses_every_number_past_a_doubles_range_and_only_those(
     body: bytes, problem: str | None
 ) -> None:
     assert json_body.problem(body) == problem

@@ -14,11 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.e2e.conftest import child_env, webagents_command
 
 from .conftest import PASSWORD, csrf_of
 from .processes import Child, Served, portal
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def webagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

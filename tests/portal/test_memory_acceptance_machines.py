@@ -25,6 +25,8 @@ from .conftest import PASSWORD
 from .processes import Served
 from .test_memory_sync_machines import OWNER, Machines, eventually, note_file
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 
 @pytest.fixture(scope="module")
 def model_server() -> Iterator[ScriptedServer]:

@@ -20,6 +20,8 @@ from . import processes
 from .conftest import PASSWORD, csrf_of
 from .processes import Served, portal
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 MEMORY = "/api/storage/memory-scoped"
 
 

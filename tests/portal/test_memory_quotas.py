@@ -69,6 +69,13 @@ def _put(api: TestClient, agent: Published, key: str, content: str) -> httpx.Res
     return api.put(URL, headers=agent.headers, json=body)
 
 
+def _push(api: TestClient, agent: Published, *keys: str) -> httpx.Response:
+    """A sync push of one note "x" under each of `keys`."""
+    lines = [{"op": "put", "key": key, "content": "x"} for key in keys]
+    body = {"namespace": "owner", "lines": lines}
+    return api.post(URL, headers=agent.headers, params={"action": "sync"}, json=body)
+
+
 def _refusal(message: str, code: str, option: str) -> dict[str, Any]:
     """The answer to a write over a quota: `param` names the option that sets the quota."""
     return {
@@ -202,13 +209,7 @@ def test_p5_a_sync_push_over_a_quota_stores_none_of_its_lines(
     small: TestClient, db: Session
 ) -> None:
     agent = publish(db)
-    lines = [{"op": "put", "key": k, "content": "x"} for k in ("a", "b", "c")]
-    pushed = small.post(
-        URL,
-        headers=agent.headers,
-        params={"action": "sync"},
-        json={"namespace": "owner", "lines": lines},
-    )
+    pushed = _push(small, agent, "a", "b", "c")
     assert (pushed.status_code, pushed.json()["error"]["code"]) == (429, "agent_entries_quota")
     assert (_kept(db, agent), _usage(db, agent), _versions(db, agent)) == ({}, (0, 0), 0)
 
@@ -220,13 +221,7 @@ def test_p5_quota_refusals_name_the_option_in_param_and_send_no_retry_after(
     agent = publish(db)
     assert [_put(small, agent, k, "x").status_code for k in ("a", "b")] == [200, 200]
     refused = _put(small, agent, "c", "x")
-    lines = [{"op": "put", "key": k, "content": "x"} for k in ("d", "e")]
-    pushed = small.post(
-        URL,
-        headers=agent.headers,
-        params={"action": "sync"},
-        json={"namespace": "owner", "lines": lines},
-    )
+    pushed = _push(small, agent, "d", "e")
     expected = _refusal(
         f"this agent keeps 2 notes in the portal, the most it may (2); {FREE} "
         "--memory-agent-entries",
@@ -260,6 +255,7 @@ def test_p6_versions_beyond_the_bound_are_dropped_oldest_first_never_the_current
     assert _usage(db, agent) == (0, 0)
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p5_portal_serve_sets_the_quotas_from_its_options(
     tmp_path: Path, fresh_database_url: str
 ) -> None:

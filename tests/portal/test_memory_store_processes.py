@@ -125,6 +125,7 @@ def test_p5_concurrent_writers_get_cursors_in_commit_order_and_a_reader_misses_n
     assert sorted(seen.values()) == list(range(1, writers * per_writer + 1))
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p5_a_served_portal_keeps_and_finds_an_agents_notes(
     tmp_path: Path, fresh_database_url: str, served: Served
 ) -> None:
@@ -170,6 +171,7 @@ def test_p5_a_served_portal_keeps_and_finds_an_agents_notes(
     assert "embeddings: none (semantic search off)" in served.output
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p5_portal_serve_refuses_an_unknown_embeddings_choice(
     tmp_path: Path, fresh_database_url: str
 ) -> None:

@@ -31,6 +31,8 @@ from webagents.testing import FunctionModel, ScriptedServer
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 KEYS = {"ALICE_KEY": "alice-key-123", "BOB_KEY": "bob-key-123", "OWNER_KEY": "owner-key-123"}
 OWNER, ALICE, BOB = KEYS["OWNER_KEY"], KEYS["ALICE_KEY"], KEYS["BOB_KEY"]
 AGENT_FILE = """name: keeper

@@ -30,6 +30,8 @@ from webagents.testing import FunctionModel, ScriptedServer
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 AGENT_FILE = "name: keeper\nmodel: openai/m\nskills:\n  - memory: {portal: true}"
 """The sync's own interval (30 s): nothing in these tests waits for a background round."""
 
@@ -104,6 +106,17 @@ class Machines:
             client.memory_put({**entry, "description": description, "source": "webagents"})
 
 
+@pytest.fixture
+def machines(
+    tmp_path: Path,
+    fresh_database_url: str,
+    served: Served,
+    model: tuple[ScriptedServer, Recording],
+) -> Machines:
+    """Alice signed in, her agent published from machine A and copied to machine B."""
+    return Machines(tmp_path, served, fresh_database_url, model[0])
+
+
 def outbox(folder: Path) -> list[dict[str, Any]]:
     path = folder / ".webagents" / "portal-sync" / "outbox.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
@@ -120,11 +133,8 @@ def call(tool: str, **arguments: Any) -> str:
 
 def test_p7_run_pushes_its_write_before_it_exits_and_leaves_no_temporary_file(
     tmp_path: Path,
-    fresh_database_url: str,
-    served: Served,
-    model: tuple[ScriptedServer, Recording],
+    machines: Machines,
 ) -> None:
-    machines = Machines(tmp_path, served, fresh_database_url, model[0])
     wrote = machines.run(
         "a", "run", call("memory_write", key="plan", content="Lisbon in March.", description="Trip")
     )
@@ -145,11 +155,8 @@ def test_p7_run_pushes_its_write_before_it_exits_and_leaves_no_temporary_file(
 
 def test_p7_run_removes_the_temporary_state_file_a_stopped_sync_left(
     tmp_path: Path,
-    fresh_database_url: str,
-    served: Served,
-    model: tuple[ScriptedServer, Recording],
+    machines: Machines,
 ) -> None:
-    machines = Machines(tmp_path, served, fresh_database_url, model[0])
     first = machines.run("a", "run", call("memory_write", key="plan", content="Lisbon."))
     assert first.returncode == 0, first.stderr
     # What a process killed (or ended) while its sync thread saved the state leaves behind.
@@ -166,11 +173,9 @@ def test_p7_run_removes_the_temporary_state_file_a_stopped_sync_left(
 
 def test_p7_run_with_the_portal_down_says_so_and_the_outbox_keeps_the_write(
     tmp_path: Path,
-    fresh_database_url: str,
+    machines: Machines,
     served: Served,
-    model: tuple[ScriptedServer, Recording],
 ) -> None:
-    machines = Machines(tmp_path, served, fresh_database_url, model[0])
     served.stop()
     wrote = machines.run("a", "run", call("memory_write", key="plan", content="Lisbon in March."))
     assert wrote.returncode == 0, wrote.stderr
@@ -190,12 +195,8 @@ def test_p7_run_with_the_portal_down_says_so_and_the_outbox_keeps_the_write(
 
 
 def test_p7_first_run_on_a_fresh_machine_shows_the_portals_notes(
-    tmp_path: Path,
-    fresh_database_url: str,
-    served: Served,
-    model: tuple[ScriptedServer, Recording],
+    machines: Machines,
 ) -> None:
-    machines = Machines(tmp_path, served, fresh_database_url, model[0])
     machines.put("plan", "Lisbon in March.", "The trip")
     machines.put("tea", "Green, no sugar.", "How the owner takes tea")
     prompt = machines.run("b", "run", "PROMPT")
@@ -215,12 +216,9 @@ def test_p7_first_run_on_a_fresh_machine_shows_the_portals_notes(
 
 
 def test_p7_first_chat_on_a_fresh_machine_shows_the_portals_notes(
-    tmp_path: Path,
-    fresh_database_url: str,
-    served: Served,
+    machines: Machines,
     model: tuple[ScriptedServer, Recording],
 ) -> None:
-    machines = Machines(tmp_path, served, fresh_database_url, model[0])
     machines.put("plan", "Lisbon in March.", "The trip")
     chat = machines.run("b", "chat", stdin=f"PROMPT\n{call('memory_list')}\n")
     assert chat.returncode == 0, chat.stderr
@@ -236,12 +234,10 @@ def test_p7_first_chat_on_a_fresh_machine_shows_the_portals_notes(
 
 
 def test_p7_first_chat_with_the_portal_down_says_so_and_keeps_one_prompt(
-    tmp_path: Path,
-    fresh_database_url: str,
+    machines: Machines,
     served: Served,
     model: tuple[ScriptedServer, Recording],
 ) -> None:
-    machines = Machines(tmp_path, served, fresh_database_url, model[0])
     served.stop()
     chat = machines.run("b", "chat", stdin=f"PROMPT\nhello\n{call('memory_list')}\n")
     assert chat.returncode == 0, chat.stderr

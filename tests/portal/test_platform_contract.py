@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
@@ -381,6 +382,7 @@ def test_p9_chats_in_the_platforms_shapes(client: TestClient, db: Session) -> No
     ]
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p12_the_public_endpoint_answers_openais_error_shape_for_an_agent_offline(
     served: Served, fresh_database_url: str
 ) -> None:

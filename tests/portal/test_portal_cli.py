@@ -11,11 +11,14 @@ from pathlib import Path
 
 import httpx
 import jwt
+import pytest
 
 from webagents.portal.db.migrate import head_revision
 
 from .conftest import PASSWORD, csrf_of
 from .processes import Served, portal
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def test_p1_adduser_and_apikey_work_against_a_served_portal(

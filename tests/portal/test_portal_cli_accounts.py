@@ -9,9 +9,12 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
 from .conftest import PASSWORD, csrf_of
 from .processes import Served, portal
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 NEW_PASSWORD = "a quieter horse, stapled"
 

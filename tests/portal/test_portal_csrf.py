@@ -27,7 +27,7 @@ def _keys(db: Session) -> list[str]:
     return sorted(key.name for key in db.scalars(select(ApiKey)))
 
 
-def test_hardening_csrf_an_anonymous_pair_is_refused_with_the_victims_session(
+def test_p1_csrf_an_anonymous_pair_is_refused_with_the_victims_session(
     client: TestClient, other_client: TestClient, db: Session
 ) -> None:
     """The reviewer's attack: (cookie C, token T) fetched anonymously, sent with the
@@ -58,7 +58,7 @@ def test_hardening_csrf_an_anonymous_pair_is_refused_with_the_victims_session(
     assert (made.status_code, _keys(db)) == (200, ["mine"])
 
 
-def test_hardening_csrf_another_accounts_session_token_is_refused(
+def test_p1_csrf_another_accounts_session_token_is_refused(
     client: TestClient, other_client: TestClient, db: Session
 ) -> None:
     make_account(db, "alice")
@@ -78,7 +78,7 @@ def test_hardening_csrf_another_accounts_session_token_is_refused(
     assert _keys(db) == []
 
 
-def test_hardening_csrf_a_token_made_without_the_portals_secret_is_refused(
+def test_p1_csrf_a_token_made_without_the_portals_secret_is_refused(
     client: TestClient, db: Session
 ) -> None:
     """The old token, HMAC(cookie, constant), and HMAC of the session with a guessed key."""
@@ -96,7 +96,7 @@ def test_hardening_csrf_a_token_made_without_the_portals_secret_is_refused(
     assert _keys(db) == []
 
 
-def test_hardening_csrf_a_token_from_before_sign_in_is_refused_after(
+def test_p1_csrf_a_token_from_before_sign_in_is_refused_after(
     client: TestClient, db: Session
 ) -> None:
     make_account(db)
@@ -107,7 +107,7 @@ def test_hardening_csrf_a_token_from_before_sign_in_is_refused_after(
     assert _keys(db) == []
 
 
-def test_hardening_csrf_cookie_is_a_host_cookie_over_https(client: TestClient, db: Session) -> None:
+def test_p1_csrf_cookie_is_a_host_cookie_over_https(client: TestClient, db: Session) -> None:
     make_account(db)
     https = TestClient(client.app, base_url="https://testserver", follow_redirects=False)
     page = https.get("/signin")

@@ -12,12 +12,15 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import write_agent
 from tests.e2e.conftest import child_env, webagents_command
 
 from .conftest import PASSWORD
 from .processes import Served, portal
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def webagents(tmp_path: Path, *args: str, home: str = "home") -> subprocess.CompletedProcess[str]:

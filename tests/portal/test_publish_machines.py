@@ -23,6 +23,8 @@ from .conftest import PASSWORD, csrf_of
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
 
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
+
 _ROW = re.compile(r"<tr>\s*<td>(.*?)</td>\s*<td><code>(.*?)…</code></td>.*?</tr>", re.S)
 _LAST_USE = re.compile(r"<td>(never|\d{4}-\d\d-\d\d \d\d:\d\d)</td>\s*<td>", re.S)
 

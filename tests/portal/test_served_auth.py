@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
@@ -17,6 +18,8 @@ from tests.e2e.serving import running
 
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
+
+pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
 def _asked_for_token(portal: Served, key: str, agent: str) -> httpx.Response:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import jwt
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -74,6 +75,7 @@ def test_p2_the_host_header_does_not_choose_the_tokens_issuer(
     assert tokens.LOCAL_ISSUER == "http://127.0.0.1:8700"
 
 
+@pytest.mark.e2e  # runs the installed webagents command
 def test_p2_portal_serve_without_public_url_fixes_the_issuer_at_start_and_says_so(
     tmp_path: Path, fresh_database_url: str, served: Served
 ) -> None:

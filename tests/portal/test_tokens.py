@@ -1,6 +1,7 @@
 """Access tokens (P2): RS256 JWTs with `kid`, published keys at /.well-known/jwks.json, an
 API key exchanged at POST /api/auth/cli/token, and key rotation that breaks no valid token.
-Every forged or misdirected token is a 401."""
+Every forged or misdirected token is a 401; a token dies with the API key it was given for;
+agent tokens live 15 minutes, portal tokens 24 hours."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ from webagents.portal.tokens import service as tokens
 
 from .conftest import make_account
 
+REVOKED = {
+    "message": "this sign-in was ended (webagents logout, or its API key was revoked): "
+    "run webagents login",
+    "type": "authentication_error",
+    "param": None,
+    "code": "token_revoked",
+}
 ISSUER = "http://testserver"
 
 
@@ -42,6 +50,13 @@ def _user_id(db: Session, username: str = "alice") -> str:
 def _exchange(client: TestClient, key: str) -> Any:
     answer = client.post("/api/auth/cli/token", headers={"Authorization": f"Bearer {key}"}, json={})
     return answer
+
+
+def _token(client: TestClient, key: str) -> str:
+    """The access token `key` is exchanged for."""
+    answer = _exchange(client, key)
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["access_token"])
 
 
 def _me(client: TestClient, token: str) -> Any:
@@ -254,3 +269,46 @@ def test_p2_private_keys_are_never_published(client: TestClient, db: Session) ->
         assert set(published) == {"kty", "n", "e", "kid", "alg", "use"}
     stored = db.scalars(select(SigningKey)).one()
     assert stored.private_pem.startswith("-----BEGIN PRIVATE KEY-----")
+
+
+def test_p2_revoking_an_api_key_revokes_the_tokens_given_for_it(
+    client: TestClient, db: Session
+) -> None:
+    alice = make_account(db, "alice")
+    revoked_key = accounts.create_key(db, alice, "laptop")
+    kept_key = accounts.create_key(db, alice, "ci")
+    doomed, kept = _token(client, revoked_key.key), _token(client, kept_key.key)
+    client.post("/api/agents", headers={"Authorization": f"Bearer {kept}"}, json={"name": "helper"})
+
+    def me(token: str) -> tuple[int, Any]:
+        answer = client.get("/api/users/me", headers={"Authorization": f"Bearer {token}"})
+        return answer.status_code, answer.json().get("error")
+
+    assert (me(doomed)[0], me(kept)[0]) == (200, 200)
+    accounts.revoke_key(db, alice, str(revoked_key.api_key.id))
+    db.commit()  # as the keys page would: the refusals below roll back what is not committed
+    assert me(doomed) == (401, REVOKED)
+    minted = client.post(
+        "/api/agents/token", headers={"Authorization": f"Bearer {doomed}"}, json={"agent": "x"}
+    )
+    assert (minted.status_code, minted.json()["error"]) == (401, REVOKED), minted.text
+    assert me(kept) == (200, None)  # the other key's token lives on
+
+
+def test_p2_agent_tokens_live_15_minutes_portal_tokens_24_hours(
+    client: TestClient, db: Session
+) -> None:
+    alice = make_account(db, "alice")
+    portal_token = _token(client, accounts.create_key(db, alice, "cli").key)
+    bearer = {"Authorization": f"Bearer {portal_token}"}
+    made = client.post("/api/agents", headers=bearer, json={"name": "helper"})
+    assert made.status_code == 201, made.text
+    answer = client.post("/api/agents/token", headers=bearer, json={"agent": "helper"})
+    assert answer.status_code == 200, answer.text
+    claims = jwt.decode(answer.json()["access_token"], options={"verify_signature": False})
+    portal_claims = jwt.decode(portal_token, options={"verify_signature": False})
+    assert (
+        answer.json()["expires_in"],
+        claims["exp"] - claims["iat"],
+        portal_claims["exp"] - portal_claims["iat"],
+    ) == (900, 900, 86400)

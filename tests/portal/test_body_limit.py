@@ -1,7 +1,8 @@
-"""Review fix: the portal's cap on a request body (an ASGI middleware, before any route parses
-JSON or checks a credential), on SQLite and PostgreSQL: a declared Content-Length over the cap
-answers 413 at once, a chunked body is cut at the cap with the same 413, and a body under it
-reaches the route (which refuses the anonymous caller 401 as before)."""
+"""P5 and every route: the portal's cap on a request body (body_limit.py, an ASGI
+middleware, before any route parses JSON or checks a credential), on SQLite and PostgreSQL: a
+declared Content-Length over the cap answers 413 at once, a chunked body is cut at the cap
+with the same 413, and a body under it reaches the route (which refuses the anonymous caller
+401 as before)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def _body(size: int) -> bytes:
     return head + b"a" * (size - len(head) - len(tail)) + tail
 
 
-def test_review_p5_anonymous_put_over_the_default_cap_is_refused_413(
+def test_p5_an_anonymous_put_over_the_default_body_cap_is_refused_413(
     settings: PortalSettings, migrated_engine: Engine, db: Session
 ) -> None:
     assert settings.max_body_bytes == CAP
@@ -48,7 +49,7 @@ def test_review_p5_anonymous_put_over_the_default_cap_is_refused_413(
         assert answer.json() == _too_large(CAP)
 
 
-def test_review_a_body_without_content_length_is_cut_at_the_cap(
+def test_body_limit_a_body_without_content_length_is_cut_at_the_cap(
     settings: PortalSettings, migrated_engine: Engine, db: Session
 ) -> None:
     small = dataclasses.replace(settings, max_body_bytes=1000)
@@ -66,7 +67,7 @@ def test_review_a_body_without_content_length_is_cut_at_the_cap(
             assert answer.json() == _too_large(1000)
 
 
-def test_review_a_body_under_the_cap_reaches_the_route(
+def test_body_limit_a_body_under_the_cap_reaches_the_route(
     settings: PortalSettings, migrated_engine: Engine, db: Session
 ) -> None:
     small = dataclasses.replace(settings, max_body_bytes=1000)

@@ -1,7 +1,8 @@
-"""Review fixes, on SQLite and PostgreSQL: text neither database can keep (a NUL, half of a
-surrogate pair) is refused 400 `unstorable_text` by the memory store (P5) and inside a chat
-message's tool_calls (P9), never a 500 and never a chat that cannot be read again; a `since`
-beyond int64 and an `at` outside the years a datetime can convert are 400s too."""
+"""P5, P9: what the databases can store (storable.py), on SQLite and PostgreSQL: text
+neither database can keep (a NUL, half of a surrogate pair) is refused 400 `unstorable_text`
+by the memory store (P5) and inside a chat message's tool_calls (P9), never a 500 and never a
+chat that cannot be read again; a `since` beyond int64 and an `at` outside the years a
+datetime can convert are 400s too."""
 
 from __future__ import annotations
 
@@ -41,9 +42,7 @@ def api(settings: PortalSettings, migrated_engine: Engine, db: Session) -> Itera
         yield client
 
 
-def test_review_p5_nul_and_lone_surrogates_in_a_note_are_refused_400(
-    api: TestClient, db: Session
-) -> None:
+def test_p5_nul_and_lone_surrogates_in_a_note_are_refused_400(api: TestClient, db: Session) -> None:
     agent = publish(db)
     headers = {**agent.headers, "content-type": "application/json"}
     cases = [
@@ -84,7 +83,7 @@ def test_review_p5_nul_and_lone_surrogates_in_a_note_are_refused_400(
     assert listed.json() == {"entries": []}
 
 
-def test_review_p5_since_beyond_int64_and_at_outside_the_years_are_400(
+def test_p5_since_beyond_int64_and_at_outside_the_years_are_400(
     api: TestClient, db: Session
 ) -> None:
     agent = publish(db)
@@ -114,7 +113,7 @@ def test_review_p5_since_beyond_int64_and_at_outside_the_years_are_400(
     assert fine.status_code == 200, fine.text
 
 
-def test_review_p9_text_inside_tool_calls_is_checked(api: TestClient, db: Session) -> None:
+def test_p9_unstorable_text_inside_tool_calls_is_refused_400(api: TestClient, db: Session) -> None:
     scope = make_account(db, "alice")
     headers = {
         "Authorization": f"Bearer {accounts.create_key(db, scope, 'cli').key}",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.connect_portal import FakePortal
-from tests.test_portal_connect import FRIDAY, served_agent
+from tests.test_connect_agent_side import FRIDAY, served_agent
 from webagents.server import AgentHost
 from webagents.server import connect as connect_module
 from webagents.server import relay as relay_module

@@ -1,6 +1,7 @@
-"""Review fix (P9), on SQLite and PostgreSQL: one message in parts is at most MAX_MESSAGE_CHARS
-whole and a chat at most MAX_CHAT_CHARS (each part rewrote the whole message: 10,000 parts
-of 100,000 characters had no bound); both refusals are 413s that say what to do."""
+"""P9, the sizes of a recorded chat, on SQLite and PostgreSQL: one message in parts is at
+most MAX_MESSAGE_CHARS whole and a chat at most MAX_CHAT_CHARS (each part rewrote the whole
+message: 10,000 parts of 100,000 characters had no bound); both refusals are 413s that say
+what to do."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def _part(index: int) -> dict[str, Any]:
     return {"role": "user", "id": "big", "content": PART, "part": {"index": index, "of": 100}}
 
 
-def test_review_p9_a_message_is_at_most_2_mb_whole(client: TestClient, db: Session) -> None:
+def test_p9_a_message_is_at_most_2_mb_whole(client: TestClient, db: Session) -> None:
     alice = _bearer(db, "alice")
     agent_id = _agent(client, alice)
     for call in range(2):
@@ -40,7 +41,7 @@ def test_review_p9_a_message_is_at_most_2_mb_whole(client: TestClient, db: Sessi
     )
 
 
-def test_review_p9_a_chat_is_at_most_its_cap(
+def test_p9_a_chat_is_at_most_its_cap(
     client: TestClient, db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chats_service, "MAX_CHAT_CHARS", 250_000)

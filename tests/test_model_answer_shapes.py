@@ -36,6 +36,8 @@ from webagents.model import (
 from webagents.server import AgentHost, ServedAgent, create_app
 from webagents.testing import AppServer
 
+from .log_helpers import warnings_logged
+
 MODEL_FAILED = (502, "the agent's model endpoint failed; try again later", "model_error")
 TEXT = "not text (a string or a list of text parts)"
 TOO_DEEP = (
@@ -211,7 +213,7 @@ def _events(strings_or_chunks: list[Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize("case", MALFORMED_BODIES)
-async def test_hardening_a_malformed_completion_is_a_model_error_that_names_it(
+async def test_r3_a_malformed_completion_is_a_model_error_that_names_it(
     case: str, raw: tuple[_Answers, str]
 ) -> None:
     answers, base_url = raw
@@ -225,7 +227,7 @@ async def test_hardening_a_malformed_completion_is_a_model_error_that_names_it(
 
 
 @pytest.mark.parametrize("case", MALFORMED_STREAMS)
-async def test_hardening_a_malformed_streamed_chunk_is_a_model_error_that_names_it(
+async def test_r3_a_malformed_streamed_chunk_is_a_model_error_that_names_it(
     case: str, raw: tuple[_Answers, str]
 ) -> None:
     answers, base_url = raw
@@ -279,20 +281,11 @@ def _post(client: TestClient, stream: bool) -> tuple[int, str, Any]:
     return answer.status_code, said, None
 
 
-def _logged(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
-    """Every record at WARNING or above: (logger, message, whether it carries a traceback)."""
-    return [
-        (r.name, r.getMessage(), r.exc_info is not None)
-        for r in caplog.records
-        if r.levelno >= logging.WARNING
-    ]
-
-
 @pytest.mark.parametrize(
     ("stream", "case"),
     [(False, case) for case in MALFORMED_BODIES] + [(True, case) for case in MALFORMED_STREAMS],
 )
-def test_hardening_a_malformed_model_answer_is_502_model_error_with_one_log_line(
+def test_r3_a_malformed_model_answer_is_502_model_error_with_one_log_line(
     stream: bool, case: str, raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     answers, base_url = raw
@@ -308,14 +301,14 @@ def test_hardening_a_malformed_model_answer_is_502_model_error_with_one_log_line
         status, said, failed = _post(client, stream)
     assert (status, failed) == (200 if stream else 502, MODEL_FAILED)
     assert said == ("ok" if case in {"usage a string", "prompt_tokens a string"} and stream else "")
-    assert _logged(caplog) == [("webagents.server", f"the model failed: {error}", False)]
+    assert warnings_logged(caplog) == [("webagents.server", f"the model failed: {error}", False)]
 
 
 # -- accepted shapes: text parts, arguments as an object -----------------------------------------
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_hardening_content_as_a_list_of_text_parts_is_taken_as_text(
+def test_r3_content_as_a_list_of_text_parts_is_taken_as_text(
     stream: bool, raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     answers, base_url = raw
@@ -325,11 +318,11 @@ def test_hardening_content_as_a_list_of_text_parts_is_taken_as_text(
     model = OpenAIModel("parts", base_url=base_url, api_key="k", max_retries=0)
     with caplog.at_level(logging.INFO), _serve(model) as client:
         assert _post(client, stream) == (200, "Hello.", None)
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_hardening_tool_arguments_as_a_json_object_are_taken_as_that_object(
+async def test_r3_tool_arguments_as_a_json_object_are_taken_as_that_object(
     stream: bool, raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Was: "the tool failed unexpectedly (AttributeError)" and a traceback (not streamed), a
@@ -364,10 +357,10 @@ async def test_hardening_tool_arguments_as_a_json_object_are_taken_as_that_objec
         },
         {"role": "tool", "tool_call_id": "c1", "content": "found tea"},
     ]
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
-def test_hardening_parse_arguments_takes_an_object_as_that_object() -> None:
+def test_r4_parse_arguments_takes_an_object_as_that_object() -> None:
     """For any Model: one that hands over the arguments as a dict, not their JSON text."""
     given: Any = {"query": "tea", "options": {"deep": [1, 2]}, "text": "caf\u00e9"}
     assert parse_arguments(ToolCall("c1", "look_up", given)) == given
@@ -392,7 +385,7 @@ def _nested(levels: int) -> dict[str, Any]:
         (_nested(100_000), TOO_DEEP),  # deeper than json.dumps can write
     ],
 )
-def test_hardening_parse_arguments_refuses_what_is_neither_text_nor_an_object(
+def test_r4_parse_arguments_refuses_what_is_neither_text_nor_an_object(
     arguments: Any, refused: str
 ) -> None:
     with pytest.raises(ToolError) as caught:
@@ -400,12 +393,12 @@ def test_hardening_parse_arguments_refuses_what_is_neither_text_nor_an_object(
     assert str(caught.value) == refused
 
 
-def test_hardening_arguments_as_an_object_at_the_nesting_limit_are_taken() -> None:
+def test_r4_arguments_as_an_object_at_the_nesting_limit_are_taken() -> None:
     given = _nested(MAX_NESTING)
     assert parse_arguments(ToolCall("c1", "look_up", given)) == given  # type: ignore[arg-type]
 
 
-async def test_hardening_tool_arguments_of_another_kind_are_a_tool_error_that_says_so(
+async def test_r3_tool_arguments_of_another_kind_are_a_tool_error_that_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     class _ListArguments(Model):
@@ -426,7 +419,7 @@ async def test_hardening_tool_arguments_of_another_kind_are_a_tool_error_that_sa
         "tool_call_id": "c1",
         "content": "Error: arguments must be a JSON object or its text, not a list",
     }
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
 # -- any Model: text that is not text ------------------------------------------------------------
@@ -449,7 +442,7 @@ NOT_TEXT = "the model numbers replied with content that is a number (int), not t
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_hardening_a_models_content_that_is_not_text_is_a_model_error(
+async def test_r3_a_models_content_that_is_not_text_is_a_model_error(
     stream: bool,
 ) -> None:
     conversation = await Agent("helper", model=_NumberModel()).start(caller=Caller.owner())
@@ -462,15 +455,15 @@ async def test_hardening_a_models_content_that_is_not_text_is_a_model_error(
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_hardening_a_models_content_that_is_not_text_is_502_over_http(
+def test_r3_a_models_content_that_is_not_text_is_502_over_http(
     stream: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO), _serve(_NumberModel()) as client:
         assert _post(client, stream) == (200 if stream else 502, "", MODEL_FAILED)
-    assert _logged(caplog) == [("webagents.server", f"the model failed: {NOT_TEXT}", False)]
+    assert warnings_logged(caplog) == [("webagents.server", f"the model failed: {NOT_TEXT}", False)]
 
 
-async def test_hardening_tool_arguments_as_an_object_nested_too_deep_are_a_tool_error(
+async def test_r3_tool_arguments_as_an_object_nested_too_deep_are_a_tool_error(
     raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     answers, base_url = raw
@@ -486,10 +479,10 @@ async def test_hardening_tool_arguments_as_an_object_nested_too_deep_are_a_tool_
         "tool_call_id": "c1",
         "content": f"Error: {TOO_DEEP}",
     }
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []
 
 
-async def test_hardening_tool_arguments_as_an_object_with_a_lone_surrogate_stay_escaped(
+async def test_r3_tool_arguments_as_an_object_with_a_lone_surrogate_stay_escaped(
     raw: tuple[_Answers, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The object's text keeps the `\\ud800` escape it came with (no file or reply can hold
@@ -507,4 +500,4 @@ async def test_hardening_tool_arguments_as_an_object_with_a_lone_surrogate_stay_
         "Error: invalid arguments: query: the text holds a lone surrogate (a \\ud800 to \\udfff "
         "escape without its pair), which is not Unicode; send it without one"
     )
-    assert _logged(caplog) == []
+    assert warnings_logged(caplog) == []

@@ -1,7 +1,9 @@
-"""Review fixes of Portal Connect (P12), in the app on SQLite and PostgreSQL with an agent on
-a WebSocket of the test client: a non-stream reply over the relay's cap is 502
-reply_too_large (the agent told to stop), the body's type is the portal's own (nosniff), an
-agent holds at most `max_connections_per_agent` WebSockets (close 4429), and an assertion
+"""Portal Connect's relay in the portal (P12), in the app on SQLite and PostgreSQL with an
+agent on a WebSocket of the test client: a non-stream reply over the relay's cap is 502
+reply_too_large (the agent told to stop), the body's type is the portal's own (nosniff), the
+agent's own reply headers (X-Webagents-*) are passed on only where they are a header (a name
+or value with a line break or another control character is left out, and the reply served),
+an agent holds at most `max_connections_per_agent` WebSockets (close 4429), and an assertion
 signed when no signing key existed yet is valid."""
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def _start(request_id: str, content_type: str) -> dict[str, Any]:
     }
 
 
-def test_review_p12_a_non_stream_reply_over_the_cap_is_502(
+def test_p12_a_non_stream_reply_over_the_relays_cap_is_502(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(live, "MAX_REPLY_CHARS", 1000)
@@ -125,7 +127,7 @@ def test_review_p12_a_non_stream_reply_over_the_cap_is_502(
     )
 
 
-def test_review_p12_the_body_type_is_the_portals_own(world: World) -> None:
+def test_p12_a_relayed_replys_body_type_is_the_portals_own(world: World) -> None:
     def html(request_id: str) -> list[dict[str, Any]]:
         return [
             _start(request_id, "text/html"),
@@ -146,7 +148,7 @@ def test_review_p12_the_body_type_is_the_portals_own(world: World) -> None:
     assert streamed.headers["x-content-type-options"] == "nosniff"
 
 
-def test_review_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) -> None:
+def test_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) -> None:
     headers = {"Authorization": f"Bearer {world.agent_key}"}
     with world.client.websocket_connect("/ws", headers=headers) as first:
         assert first.receive_json()["type"] == "hello"
@@ -163,7 +165,7 @@ def test_review_p12_an_agent_holds_at_most_the_cap_of_connections(world: World) 
         assert again.receive_json()["type"] == "hello"
 
 
-def test_review_p12_an_assertion_signed_with_a_brand_new_key(tmp_path: Path) -> None:
+def test_p12_an_assertion_is_signed_when_no_signing_key_existed_yet(tmp_path: Path) -> None:
     url = f"sqlite+pysqlite:///{tmp_path / 'portal.db'}"
     engine = make_engine(PortalSettings(database_url=url))
     upgrade(engine)
@@ -181,3 +183,32 @@ def test_review_p12_an_assertion_signed_with_a_brand_new_key(tmp_path: Path) -> 
         db.commit()
     assert token.count(".") == 2
     engine.dispose()
+
+
+def test_p12_agent_reply_headers_that_are_no_header_are_left_out(world: World) -> None:
+    def frames(request_id: str) -> list[dict[str, Any]]:
+        headers = {
+            "content-type": "application/json",
+            "x-webagents-session": "kept; where=local",
+            "x-webagents-split": "kept\r\nSet-Cookie: session=stolen",
+            "x-webagents-bell": "a\x07b",
+            "x-webagents-line\r\nbreak": "v",
+            "x-webagents-long": "x" * 5000,
+            "x-webagents-number": 5,
+        }
+        return [
+            {"type": "start", "id": request_id, "status": 200, "headers": headers},
+            {"type": "data", "id": request_id, "chunk": '{"ok": true}'},
+            {"type": "end", "id": request_id},
+        ]
+
+    agent = world.agent(frames)
+    answer = world.call(HI)
+    agent.join(30)
+    assert (answer.status_code, answer.json()) == (200, {"ok": True})
+    assert {k: v for k, v in answer.headers.items() if k.startswith("x-")} == {
+        "x-webagents-session": "kept; where=local",
+        "x-webagents-number": "5",  # the portal writes every value as text
+        "x-content-type-options": "nosniff",
+    }
+    assert "set-cookie" not in answer.headers
