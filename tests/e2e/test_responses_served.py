@@ -138,6 +138,10 @@ def test_responses_stream_events_in_order(served: tuple[Process, ScriptedServer,
     ]
     assert final.output_text == f"{PROMPT} heard: streamed"
     assert client.responses.retrieve(final.id).output_text == final.output_text
+    # The same under /agents/<name>/ (the daemon's paths; serve answers them too).
+    under = _client(process, KEYS["OWNER_KEY"], "/agents/keeper")
+    again = under.responses.create(input="again", previous_response_id=final.id)
+    assert again.output_text == f"{PROMPT} heard: streamed | again"
 
 
 def test_responses_conversations_create_items_delete(
@@ -207,8 +211,9 @@ def test_responses_refusals_are_openai_shaped(
             "conversation": "c",
         },
     }
-    for name, body in cases.items():
-        answer = httpx.post(url, json=body, headers=auth)
+    with httpx.Client() as http:
+        answers = {name: http.post(url, json=body, headers=auth) for name, body in cases.items()}
+    for name, answer in answers.items():
         assert answer.status_code == 400, name
         error = answer.json()["error"]
         assert set(error) == {"message", "type", "param", "code"}, name
