@@ -177,9 +177,10 @@ def test_responses_anonymous_is_answered_and_not_kept(
     client = _client(process, None)
     reply = client.responses.create(model="keeper", input="hello")
     assert reply.output_text == f"{PROMPT} heard: hello"
-    body = httpx.post(
-        f"{process.url}/v1/responses", json={"model": "keeper", "input": "hello"}
-    ).json()
+    with httpx.Client() as http:
+        body = http.post(
+            f"{process.url}/v1/responses", json={"model": "keeper", "input": "hello"}
+        ).json()
     assert (body["store"], body["conversation"]) == (False, None)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(reply.id)
