@@ -219,3 +219,41 @@ def test_responses_refusals_are_openai_shaped(
         error = answer.json()["error"]
         assert set(error) == {"message", "type", "param", "code"}, name
         assert error["type"] == "invalid_request_error", name
+
+
+def _keeper_file(name: str) -> str:
+    return f"""---
+name: {name}
+model: openai/m
+skills:
+  - session
+access:
+  keys:
+    alice@example.com: env:ALICE_KEY
+    bob@example.com: env:BOB_KEY
+---
+I am {name}.
+"""
+
+
+def test_responses_under_the_daemon_per_agent(tmp_path: Path) -> None:
+    root = tmp_path / "agents"
+    write(root / "alpha" / "AGENT.md", _keeper_file("alpha"))
+    write(root / "beta" / "AGENT.md", _keeper_file("beta"))
+    with ScriptedServer(FunctionModel(_heard)) as model_server:
+        env = child_env(tmp_path, OPENAI_BASE_URL=model_server.base_url, **KEYS)
+        with running(["daemon", str(root)], env) as process:
+            alpha = _client(process, KEYS["ALICE_KEY"], "/agents/alpha")
+            first = alpha.responses.create(input="one")
+            second = alpha.responses.create(input="two", previous_response_id=first.id)
+            assert second.output_text == "[I am alpha.] heard: one | two"
+            # At /v1, `model` picks the agent, as for Chat Completions.
+            at_v1 = _client(process, KEYS["ALICE_KEY"]).responses.create(model="beta", input="hi")
+            assert at_v1.output_text == "[I am beta.] heard: hi"
+            # A response id is its agent's: beta knows none of alpha's.
+            beta = _client(process, KEYS["ALICE_KEY"], "/agents/beta")
+            with pytest.raises(openai.NotFoundError):
+                beta.responses.retrieve(second.id)
+            with pytest.raises(openai.NotFoundError):
+                _client(process, KEYS["BOB_KEY"], "/agents/alpha").responses.retrieve(second.id)
+            assert alpha.responses.retrieve(second.id).output_text == second.output_text
