@@ -12,6 +12,8 @@ naming the latest response to continue from.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import re
 import secrets
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -142,37 +144,36 @@ def install_responses(app: FastAPI, host: AgentHost) -> None:
         session = await _kept(served, caller, conversation)
         return item_list(session["messages"], 0, **_paging(request))
 
-    for prefix, named in (("/v1", False), ("/agents/{name}", True)):
+    routes = [
+        ("POST", "/responses", create),
+        ("GET", "/responses/{response}", retrieve),
+        ("DELETE", "/responses/{response}", delete_response),
+        ("GET", "/responses/{response}/input_items", input_items),
+        ("POST", "/conversations", create_conversation),
+        ("GET", "/conversations/{conversation}", get_conversation),
+        ("DELETE", "/conversations/{conversation}", delete_conversation),
+        ("GET", "/conversations/{conversation}/items", conversation_items),
+    ]
+    for prefix in ("/v1", "/agents/{name}"):
+        for method, path, handler in routes:
+            app.add_api_route(prefix + path, _route(handler, prefix + path), methods=[method])
 
-        def bind(handler: Any, named: bool = named) -> Any:
-            async def route(request: Request) -> Any:
-                params = dict(request.path_params)
-                return await handler(request, params.pop("name", None), *params.values())
 
-            return route
+def _route(handler: Any, path: str) -> Any:
+    """`handler(request, agent name or None, *the path's ids)` as a FastAPI endpoint."""
 
-        app.add_api_route(f"{prefix}/responses", bind(create), methods=["POST"])
-        app.add_api_route(f"{prefix}/responses/{{response}}", bind(retrieve), methods=["GET"])
-        app.add_api_route(
-            f"{prefix}/responses/{{response}}", bind(delete_response), methods=["DELETE"]
-        )
-        app.add_api_route(
-            f"{prefix}/responses/{{response}}/input_items", bind(input_items), methods=["GET"]
-        )
-        app.add_api_route(f"{prefix}/conversations", bind(create_conversation), methods=["POST"])
-        app.add_api_route(
-            f"{prefix}/conversations/{{conversation}}", bind(get_conversation), methods=["GET"]
-        )
-        app.add_api_route(
-            f"{prefix}/conversations/{{conversation}}",
-            bind(delete_conversation),
-            methods=["DELETE"],
-        )
-        app.add_api_route(
-            f"{prefix}/conversations/{{conversation}}/items",
-            bind(conversation_items),
-            methods=["GET"],
-        )
+    async def route(request: Request, **params: str) -> Any:
+        name = params.pop("name", None)
+        return await handler(request, name, *params.values())
+
+    # The path's parameters, declared so that the schema (and its fuzzing) names them.
+    request = inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request)
+    params = [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=str)
+        for n in re.findall(r"{(\w+)}", path)
+    ]
+    route.__signature__ = inspect.Signature([request, *params])  # type: ignore[attr-defined]
+    return route
 
 
 async def _answer(
