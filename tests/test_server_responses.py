@@ -226,3 +226,40 @@ def test_issue24_responses_refusals(tmp_path: Path) -> None:
         "the last input not the user's": (400, "invalid_input"),
         "an agent with no session skill": (400, "not_kept"),
     }
+
+
+def test_issue24_a_conversation_that_went_on_meanwhile_is_a_409_and_keeps_the_other(
+    tmp_path: Path,
+) -> None:
+    skill = SessionSkill(agent_dir=tmp_path)
+
+    def meanwhile(request: ModelRequest) -> str:
+        # Another request's turn is kept while this one waits for its model.
+        store = skill.store
+        kept = store.open("caller:alice@example.com", conversation)
+        assert kept is not None
+        session, version = kept
+        session = session.copy()
+        session["messages"] = [*session["messages"], *OTHER]
+        store.save("caller:alice@example.com", session, since=version)
+        return "late"
+
+    OTHER = [{"role": "user", "content": "other"}, {"role": "assistant", "content": "kept"}]
+    agent = Agent(
+        "keeper", "You are keeper.", skills=[skill], model=ScriptedModel(["one", meanwhile])
+    )
+    served = ServedAgent(agent, AccessVerifier(ACCESS, environ=KEYS))
+    with _client(served) as client:
+        first = client.post("/v1/responses", json={"input": "one"}, headers=ALICE).json()
+        conversation = first["conversation"]["id"]
+        answer = client.post(
+            "/v1/responses",
+            json={"input": "two", "previous_response_id": first["id"]},
+            headers=ALICE,
+        )
+        items = client.get(
+            f"/v1/conversations/{conversation}/items?order=asc", headers=ALICE
+        ).json()
+    assert answer.status_code == 409
+    assert answer.json()["error"]["code"] == "conversation_changed"
+    assert [i["content"][0]["text"] for i in items["data"]] == ["one", "one", "other", "kept"]

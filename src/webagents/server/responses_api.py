@@ -224,12 +224,17 @@ async def _answer(
     if body.stream:
         return EventStream(_events(conversation, new[-1], Events(shape)))
     try:
-        result = await until_disconnected(request, run_turn(conversation.send(new[-1])))
+        result = await until_disconnected(request, run_turn(_send(conversation, new[-1])))
     except ClientGone:
         return JSONResponse({}, status_code=499)  # nobody is listening any more
-    except SessionConflict:
-        raise _went_on(session_id or "") from None
     return shape.body("completed", result.output, result.usage)
+
+
+async def _send(conversation: Conversation, message: Message) -> TurnResult:
+    try:
+        return await conversation.send(message)
+    except SessionConflict:  # said here: the shared errors call it a damaged file
+        raise _went_on(conversation.ctx.conversation_id or "") from None
 
 
 async def _events(
