@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -37,6 +38,7 @@ from .openai_api import (
 )
 from .reply_headers import reply_headers
 from .responses_api import install_responses
+from .responses_request import ResponsesRequest
 from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
 from .turn_errors import run_turn, runtime_error
 from .verified import agent_named, listed, verify
@@ -219,25 +221,26 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema, plus the Chat Completions body the endpoints read themselves."""
+    """FastAPI's schema, plus the Chat Completions and Responses bodies the endpoints read
+    themselves."""
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-    body = ChatRequest.model_json_schema(ref_template="#/components/schemas/{model}")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components.update(body.pop("$defs", {}))
-    components["ChatRequest"] = body
+    for model in (ChatRequest, ResponsesRequest):
+        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components[model.__name__] = body
     error = {
         "description": "an OpenAI-shaped error",
         "content": {"application/json": {"schema": {"type": "object"}}},
     }
-    for path in ("/v1/chat/completions", "/agents/{name}/chat/completions"):
-        operation = schema["paths"][path]["post"]
+    bodies = {"chat/completions": "ChatRequest", "responses": "ResponsesRequest"}
+    for prefix, (route, name) in itertools.product(("/v1", "/agents/{name}"), bodies.items()):
+        operation = schema["paths"][f"{prefix}/{route}"]["post"]
         operation["requestBody"] = {
             "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}
-            },
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
         statuses = (400, 401, 404, 409, 413, 429, 500, 502, 503, 507)
         operation["responses"].update({str(s): error for s in statuses})
