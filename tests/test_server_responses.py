@@ -263,3 +263,29 @@ def test_issue24_a_conversation_that_went_on_meanwhile_is_a_409_and_keeps_the_ot
     assert answer.status_code == 409
     assert answer.json()["error"]["code"] == "conversation_changed"
     assert [i["content"][0]["text"] for i in items["data"]] == ["one", "one", "other", "kept"]
+
+
+def test_issue24_a_responses_conversation_is_a_kept_session_listed_like_any_other(
+    tmp_path: Path,
+) -> None:
+    skill = SessionSkill(agent_dir=tmp_path)
+    agent = Agent("keeper", "You are keeper.", skills=[skill], model=ScriptedModel(["a", "b"]))
+    served = ServedAgent(agent, AccessVerifier(ACCESS, environ=KEYS))
+    owner = {"Authorization": "Bearer owner-key"}
+    with _client(served) as client:
+        first = client.post("/v1/responses", json={"input": "plan"}, headers=owner).json()
+        chat = client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "keeper",
+                "messages": [{"role": "user", "content": "plan"}],
+                "metadata": {"session_id": "by-chat"},
+            },
+            headers=owner,
+        )
+        # A Chat Completions session is a conversation of the Responses API too.
+        items = client.get("/v1/conversations/by-chat/items?order=asc", headers=owner).json()
+    assert chat.status_code == 200
+    assert [i["content"][0]["text"] for i in items["data"]] == ["plan", "b"]
+    listed = {summary.id: summary.title for summary in skill.store.recent("owner")}
+    assert listed == {first["conversation"]["id"]: "plan", "by-chat": "plan"}
