@@ -4,7 +4,8 @@ beside the scripted model server alone, measured in the same run.
     .venv/bin/python bench/serve.py [--requests 600] [--concurrency 1 16 64]
 
 The difference between the two rows at each concurrency is webagents' overhead: verifying the
-caller, the agent's conversation and prompt, the loop, and a second HTTP hop.
+caller, the agent's conversation and prompt, the loop, and a second HTTP hop. The same turn
+through the Responses API (`/v1/responses`) is measured in the same run, beside it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 BODY = {"model": "", "messages": [{"role": "user", "content": "Say something short."}]}
+RESPONSES_BODY = {"model": "", "input": "Say something short."}
 
 
 def start(
@@ -50,9 +52,10 @@ async def load(
     *,
     path: str = "/v1/chat/completions",
     headers: dict[str, str] | None = None,
+    shape: dict[str, object] = BODY,
 ) -> dict[str, float]:
     latencies: list[float] = []
-    body = {**BODY, "model": model}
+    body = {**shape, "model": model}
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     # TCP_NODELAY: without it every request waits on a delayed ACK (httpx writes headers and
     # body separately), which would measure the kernel's 40 ms rather than the servers.
@@ -119,7 +122,17 @@ def main() -> None:
             for concurrency in options.concurrency:
                 bare = asyncio.run(load(model_url, "scripted", options.requests, concurrency))
                 through = asyncio.run(load(served_url, "bench", options.requests, concurrency))
-                rows.append((concurrency, bare, through))
+                responses = asyncio.run(
+                    load(
+                        served_url,
+                        "bench",
+                        options.requests,
+                        concurrency,
+                        path="/v1/responses",
+                        shape=RESPONSES_BODY,
+                    )
+                )
+                rows.append((concurrency, bare, through, responses))
         except Exception:
             print((logs / "serve.log").read_text(errors="replace")[-3000:], file=sys.stderr)
             raise
@@ -135,14 +148,17 @@ def main() -> None:
     )
     print(
         "| clients | scripted model alone: req/s | p50 ms | p95 ms "
-        "| through webagents serve: req/s | p50 ms | p95 ms | added p50 ms | throughput kept |"
+        "| through webagents serve: req/s | p50 ms | p95 ms | added p50 ms | throughput kept "
+        "| /v1/responses: req/s | p50 ms | added p50 ms |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for concurrency, bare, through in rows:
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for concurrency, bare, through, responses in rows:
         print(
             f"| {concurrency} | {bare['rps']:.0f} | {bare['p50']:.2f} | {bare['p95']:.2f} "
             f"| {through['rps']:.0f} | {through['p50']:.2f} | {through['p95']:.2f} "
-            f"| {through['p50'] - bare['p50']:.2f} | {through['rps'] / bare['rps']:.0%} |"
+            f"| {through['p50'] - bare['p50']:.2f} | {through['rps'] / bare['rps']:.0%} "
+            f"| {responses['rps']:.0f} | {responses['p50']:.2f} "
+            f"| {responses['p50'] - bare['p50']:.2f} |"
         )
 
 

@@ -17,7 +17,7 @@ from webagents import Agent
 from webagents.access import AccessVerifier
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
-from webagents.server import AgentHost, ServedAgent, app, create_app
+from webagents.server import AgentHost, ServedAgent, create_app, turn_errors
 from webagents.server.connection_limits import connection_cap
 from webagents.server.flood import AcceptErrors, FloodLog
 from webagents.testing import FunctionModel
@@ -183,9 +183,9 @@ async def test_serve_out_of_descriptors_mid_turn_is_503_logged_once(
     with a traceback each in the log. Now 503 server_busy with Retry-After, streamed or not,
     and one line for the flood."""
     monkeypatch.setattr(
-        app,
+        turn_errors,
         "_OUT_OF_FILES",
-        FloodLog(app._OUT_OF_FILES._first, app._OUT_OF_FILES._summary),
+        FloodLog(turn_errors._OUT_OF_FILES._first, turn_errors._OUT_OF_FILES._summary),
     )
     agent = Agent("busy", "Be brief.", model=FunctionModel(_out_of_files))
     served = ServedAgent(agent, AccessVerifier(None, environ={}))
@@ -231,7 +231,7 @@ async def test_serve_out_of_descriptors_mid_turn_is_503_logged_once(
         )
     ]
     assert all(record.exc_info is None for record in caplog.records)
-    app._OUT_OF_FILES.flush()
+    turn_errors._OUT_OF_FILES.flush()
     assert _messages(caplog, "webagents")[1:] == [
         ("webagents.server", "out of file descriptors: 2 more turns answered 503 in the last 60 s")
     ]

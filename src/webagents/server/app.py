@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
@@ -23,15 +23,11 @@ from starlette.requests import ClientDisconnect
 
 from .. import __version__
 from .._loop import TurnResult
-from ..access import CHANNEL_SENDER_HEADER, Unauthorized, VerifierUnavailable
 from ..agent import Conversation
 from ..caller import Caller
-from ..errors import ModelError, TurnLimitError
 from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
-from ..skills.session import SessionError, SessionLimitError, SessionLinkError
 from .api_errors import ApiError, error_type
-from .flood import FloodLog
 from .hosting import AgentHost, ServedAgent
 from .openai_api import (
     ChatRequest,
@@ -40,19 +36,17 @@ from .openai_api import (
     requested_model,
     validate_request,
 )
-from .relay import relayed
 from .reply_headers import reply_headers
+from .responses_api import install_responses
+from .responses_request import ResponsesRequest
 from .streaming import BodyLimit, ClientGone, EventStream, until_disconnected
+from .turn_errors import run_turn, runtime_error
+from .verified import agent_named, listed, verify
 
 log = logging.getLogger("webagents.server")
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 T = TypeVar("T")
-_OUT_OF_FILES = FloodLog(
-    "a turn failed for lack of file descriptors (%s): it was answered 503 server_busy, as are "
-    "others until some close. Lower --max-connections or raise the file limit (ulimit -n)",
-    "out of file descriptors: %d more turns answered 503 in the last %d s",
-)
 
 
 def create_app(
@@ -101,7 +95,7 @@ def create_app(
                     "owned_by": "webagents",
                     "description": s.agent.description,
                 }
-                for s in await _listed(host, request)
+                for s in await listed(host, request)
             ],
         }
 
@@ -110,95 +104,27 @@ def create_app(
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(request: Request) -> Any:
         data = parse_json(await request.body())
-        served = host.sole or await _agent(host, request, requested_model(data), by_model=True)
-        caller = await _verify(served, request)
+        served = host.sole or await agent_named(host, request, requested_model(data), by_model=True)
+        caller = await verify(served, request)
         requested_model(data)  # required, as OpenAI's is, also where it picks nothing
         return await _answer(request, served, caller, validate_request(data))
 
     @app.post("/agents/{name}/chat/completions", response_model=None)
     async def agent_completions(name: str, request: Request) -> Any:
-        served = await _agent(host, request, name)
-        caller = await _verify(served, request)
+        served = await agent_named(host, request, name)
+        caller = await verify(served, request)
         data = parse_json(await request.body())
         data.setdefault("model", name)  # the path names the agent; `model` may be left out
         return await _answer(request, served, caller, validate_request(data))
 
+    install_responses(app, host)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
 
-async def _agent(
-    host: AgentHost, request: Request, name: str, *, by_model: bool = False
-) -> ServedAgent:
-    """The agent named `name`; else a 404 naming only the agents this caller may call (and a
-    401 first, for a credential that no agent accepts). `by_model`: the name came as `model`
-    at /v1, where clients written for a provider send its model's name: the 404 says how
-    to pick an agent."""
-    served = host.get(name)
-    if served is None and relayed(request.scope) is not None:
-        raise ApiError(404, f"agent {name!r} is no longer served here", "model_not_found")
-    if served is None:
-        listed = ", ".join(s.name for s in await _listed(host, request)) or "none"
-        pick = (
-            " (send one's name as model, or post to /agents/<name>/chat/completions)"
-            if by_model
-            else ""
-        )
-        raise ApiError(
-            404,
-            f"no agent named {name!r} is served here; the agents you may call: {listed}{pick}",
-            "model_not_found",
-        )
-    return served
-
-
-async def _listed(host: AgentHost, request: Request) -> list[ServedAgent]:
-    """The agents shown to this request's caller, as each agent's own verifier sees them."""
-    listed: list[ServedAgent] = []
-    refusals: list[ApiError] = []
-    agents = host.all()  # one snapshot: a daemon may load or drop agents meanwhile
-    for served in agents:
-        try:
-            caller = await _verify(served, request)
-        except ApiError as exc:
-            refusals.append(exc)
-            continue
-        if host.lists_for(served, caller):
-            listed.append(served)
-    if refusals and len(refusals) == len(agents):  # A1: refused, never a list
-        if len({r.message for r in refusals}) == 1:
-            raise refusals[0]
-        raise ApiError(
-            401, "the credential is not valid for any agent served here", "invalid_credential"
-        )
-    return listed
-
-
-async def _verify(served: ServedAgent, request: Request) -> Caller:
-    relay = relayed(request.scope)
-    if relay is not None:  # from Portal Connect: the portal's assertion alone names the caller
-        return await _checked(served.verifier.relayed_caller(relay.assertion))
-    for header in ("authorization", "x-api-key", "api-key", CHANNEL_SENDER_HEADER):
-        if len(request.headers.getlist(header)) > 1:
-            # Two credentials would let whoever reads the other one disagree about the caller.
-            raise ApiError(401, f"send one {header} header, not several", "invalid_credential")
-    return await _checked(
-        served.verifier.caller(request.headers.get("authorization"), request.headers)
-    )
-
-
-async def _checked(verifying: Awaitable[Caller]) -> Caller:
-    try:
-        return await verifying
-    except Unauthorized as exc:
-        raise ApiError(401, str(exc), "invalid_credential") from None
-    except VerifierUnavailable as exc:
-        raise ApiError(503, str(exc), "verifier_unavailable") from None
-
-
 async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: ChatRequest) -> Any:
     messages = conversation_messages(chat)
-    conversation = await _run(
+    conversation = await run_turn(
         served.agent.start(
             caller=caller,
             conversation_id=chat.session_id,
@@ -214,18 +140,11 @@ async def _answer(request: Request, served: ServedAgent, caller: Caller, chat: C
         stream.headers.update(headers)
         return stream
     try:
-        result = await until_disconnected(request, _run(conversation.send(messages[-1])))
+        result = await until_disconnected(request, run_turn(conversation.send(messages[-1])))
     except ClientGone:
         return JSONResponse({}, status_code=499)  # nobody is listening any more
     body = completion.body(ModelResponse(result.output, usage=result.usage))
     return JSONResponse(body, headers=headers)
-
-
-async def _run(turn: Awaitable[T]) -> T:
-    try:
-        return await turn
-    except Exception as exc:
-        raise _runtime_error(exc) from exc
 
 
 async def _events(
@@ -243,70 +162,9 @@ async def _events(
         if include_usage and result is not None:
             yield completion.usage_chunk(result.usage)
     except Exception as exc:
-        error = _runtime_error(exc)
+        error = runtime_error(exc)
         yield error_event(error.message, error.type, error.code)
     yield DONE
-
-
-def _runtime_error(exc: Exception) -> ApiError:
-    """What the client is told when a turn fails: enough to act on, no internals."""
-    if isinstance(exc, ApiError):
-        return exc
-    strerror = _out_of_descriptors(exc)
-    if strerror is not None:  # the model client's, or the agent's files: a flood, not a bug
-        _OUT_OF_FILES.event(strerror)
-        return ApiError(
-            503,
-            "the server has too much to do at once to take this turn (it is out of open "
-            "files); try again shortly",
-            "server_busy",
-        )
-    if isinstance(exc, ModelError):
-        log.error("the model failed: %s", exc)
-        return ApiError(502, "the agent's model endpoint failed; try again later", "model_error")
-    if isinstance(exc, SessionLimitError):
-        return ApiError(429, str(exc), "session_limit")  # the store logged it for the owner
-    if isinstance(exc, SessionLinkError):
-        log.error("%s", exc)  # the path is for the log, not the client
-        return ApiError(
-            500,
-            "this caller's kept conversations cannot be read or kept safely here (the agent's "
-            "owner is told); send no metadata.session_id to be answered without keeping it",
-            "session_unsafe",
-        )
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        log.error("the disk is full: %s", exc)
-        return ApiError(
-            507,
-            "the agent's disk is full, so the conversation was not kept; try again later",
-            "insufficient_storage",
-        )
-    if isinstance(exc, SessionError):
-        log.error("%s", exc)  # the path is for the log, not the client
-        return ApiError(
-            409,
-            "this session's kept conversation cannot be read or replaced (its file is "
-            "damaged); continue under a new metadata.session_id",
-            "session_unreadable",
-        )
-    if isinstance(exc, TurnLimitError):
-        log.error("%s", exc)
-        return ApiError(500, "the agent did not finish within its turn limit", "turn_limit")
-    log.error("a turn failed", exc_info=exc)
-    return ApiError(500, "the agent failed with an internal error", "internal_error")
-
-
-def _out_of_descriptors(exc: BaseException) -> str | None:
-    """The error text where `exc`, or what it was raised from (a ModelError hides the socket
-    error it came from), is the process or the system running out of file descriptors."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in (errno.EMFILE, errno.ENFILE):
-            return current.strerror or str(current)
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _retry_headers(status: int, code: str | None) -> dict[str, str] | None:
@@ -363,25 +221,26 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema, plus the Chat Completions body the endpoints read themselves."""
+    """FastAPI's schema, plus the Chat Completions and Responses bodies the endpoints read
+    themselves."""
     if app.openapi_schema:
         return app.openapi_schema
     schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
-    body = ChatRequest.model_json_schema(ref_template="#/components/schemas/{model}")
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    components.update(body.pop("$defs", {}))
-    components["ChatRequest"] = body
+    for model in (ChatRequest, ResponsesRequest):
+        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components[model.__name__] = body
     error = {
         "description": "an OpenAI-shaped error",
         "content": {"application/json": {"schema": {"type": "object"}}},
     }
-    for path in ("/v1/chat/completions", "/agents/{name}/chat/completions"):
-        operation = schema["paths"][path]["post"]
+    bodies = {"chat/completions": "ChatRequest", "responses": "ResponsesRequest"}
+    for prefix, (route, name) in itertools.product(("/v1", "/agents/{name}"), bodies.items()):
+        operation = schema["paths"][f"{prefix}/{route}"]["post"]
         operation["requestBody"] = {
             "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/ChatRequest"}}
-            },
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
         }
         statuses = (400, 401, 404, 409, 413, 429, 500, 502, 503, 507)
         operation["responses"].update({str(s): error for s in statuses})
