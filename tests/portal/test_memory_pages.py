@@ -82,7 +82,7 @@ def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_sa
         ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "0", "30 days"],
     ]
     listing = client.get(f"{base}/namespace", params={"namespace": "caller:bob"})
-    assert "<h1>caller: caller:bob</h1>" in listing.text
+    assert "<hgroup><h1>caller:bob</h1><p>One caller's notes</p></hgroup>" in listing.text
     assert [row[:2] for row in table(listing.text, "entries")] == [
         ["Key", "Description"],
         ["name", ""],

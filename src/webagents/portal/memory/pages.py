@@ -27,7 +27,7 @@ from ..agents.service import get_agent
 from ..db.tables import Agent
 from ..embeddings.local import weights_absent
 from ..errors import BadInput, Conflict, NotFound, PortalError
-from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
+from ..web import CSRF_FIELD, FormSecrets, check_csrf, flash, render
 from . import export, retention, service
 from . import search as searching
 from .quotas import quotas_of
@@ -319,7 +319,8 @@ def save_entry(
             error=EDITED_MEANWHILE if isinstance(exc, Conflict) else exc.message,
             draft=(description, content),
         )
-    return RedirectResponse(_entry_url(opened, namespace, key), status_code=303)
+    target = RedirectResponse(_entry_url(opened, namespace, key), status_code=303)
+    return flash(request, target, "entry-saved")
 
 
 def _entry_url(opened: Opened, namespace: str, key: str) -> str:
@@ -335,7 +336,8 @@ def restore(request: Request, user: SignedIn, opened: Posted, version: FormText 
     made = service.restore_version(
         opened.store, wanted, by=service.by_owner(user.username), quotas=quotas_of(request)
     )
-    return RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
+    target = RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
+    return flash(request, target, "entry-restored")
 
 
 @router.post("/agents/{agent_id}/memory/retention")
@@ -351,7 +353,7 @@ def set_retention(
         retention.set_rule(db, opened.agent.id, namespace, days)
     except BadInput as exc:
         return _overview(request, user, db, opened, status=exc.status, error=exc.message)
-    return RedirectResponse(opened.base, status_code=303)
+    return flash(request, RedirectResponse(opened.base, status_code=303), "retention-saved")
 
 
 def all_entries(store: MemoryStore) -> list[EntryOut]:
