@@ -17,6 +17,7 @@ from .conftest import PASSWORD
 from .page_checks import SCHEMES, SCREENSHOTS, WIDTHS, Watch, overflows, screenshot
 from .page_checks import serious_violations as axe
 from .processes import Served, portal
+from .test_chats_browser import _sign_in
 
 MEMORY = "/api/storage/memory-scoped"
 REPLY = """Here is the plan, **in short**:
@@ -132,12 +133,7 @@ def test_p8_every_page_is_accessible_fits_a_phone_and_stays_on_the_portal_in_chr
 ) -> None:
     world = _world(tmp_path, served.url, fresh_database_url)
     signing_in = chromium.new_context()
-    page = signing_in.new_page()
-    page.goto(f"{served.url}/signin")
-    page.fill("#username", "alice")
-    page.fill("#password", PASSWORD)
-    page.click("main button[type=submit]")
-    page.wait_for_url(f"{served.url}/")
+    _sign_in(signing_in.new_page(), served.url, "alice")
     signed_in = signing_in.storage_state()
     signing_in.close()
 
@@ -154,3 +150,25 @@ def test_p8_every_page_is_accessible_fits_a_phone_and_stays_on_the_portal_in_chr
     with capsys.disabled():
         print(f"\nscreenshots of the portal's pages: {SCREENSHOTS}")
     assert problems == []
+
+
+def test_p1_the_keyboard_alone_signs_in_and_shows_where_it_is_in_chromium(
+    tmp_path: Path, fresh_database_url: str, served: Served, page: Any
+) -> None:
+    assert portal(tmp_path, "adduser", "alice", "--database", fresh_database_url, stdin=PASSWORD)
+    page.goto(f"{served.url}/signin")
+    focused = "() => [document.activeElement.id || document.activeElement.textContent, "
+    focused += "getComputedStyle(document.activeElement).outlineStyle]"
+    assert page.evaluate(focused) == ["username", "solid"]  # the form is ready to type in
+    page.keyboard.type("alice")
+    page.keyboard.press("Tab")
+    page.keyboard.type(PASSWORD)
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{served.url}/")
+    assert page.inner_text("h1") == "Signed in as alice"
+    page.keyboard.press("Tab")  # the first stop of a page skips the portal's links
+    assert page.evaluate(focused) == ["Skip to the page", "solid"]
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    assert page.evaluate(focused) == ["API keys", "solid"]  # the page's first link...
+    assert page.evaluate("() => document.activeElement.closest('main').id") == "main"  # not nav's
