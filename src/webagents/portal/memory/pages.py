@@ -102,6 +102,7 @@ def _overview(
 ) -> Response:
     rules = retention.rules_of(db, opened.agent.id)
     forgotten = service.forgotten_counts(opened.store)
+    changed = service.last_changes(opened.store)
     # A namespace whose entries were all forgotten is listed too: its Forgotten page
     # restores them.
     counts = dict.fromkeys(forgotten, 0) | dict(service.namespaces(opened.store))
@@ -112,6 +113,7 @@ def _overview(
             "label": label_of(name),
             "count": count,
             "forgotten": forgotten.get(name, 0),
+            "changed": changed.get(name),
             "kept": _kept(retention.days_for(rules, name)),
         }
         for name, count in sorted(counts.items(), key=_order)
