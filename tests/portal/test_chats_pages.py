@@ -83,15 +83,17 @@ def test_p11_a_chat_shows_its_messages_and_tool_calls_compactly(
     sign_in(client, "alice")
     page = client.get(f"/agents/{world['agent']}/chats/{world['chat']}")
     assert page.status_code == 200
-    messages = re.search(r'<ol id="messages">(.*?)</ol>', page.text, re.S)
+    messages = re.search(
+        r'<ol id="messages" class="chat" data-agent="helper">(.*?)</ol>', page.text, re.S
+    )
     assert messages
     items = [" ".join(item.split()) for item in messages.group(1).split("</li>")[:-1]]
     arguments = CALL["function"]["arguments"]  # type: ignore[index]
     line = arguments[:119] + "…"
     assert items == [
-        '<li class="message user"> <div class="role">user</div> '
-        '<div class="content">Weather in Paris?\nThis week, please.</div>'.replace("\n", " "),
-        '<li class="message assistant"> <div class="role">assistant</div> '
+        '<li class="message user"> <div class="role">You</div> '
+        '<div class="content"><p>Weather in Paris?<br> This week, please.</p> </div>',
+        '<li class="message assistant"> <div class="role">helper</div> '
         f'<details class="tool-call"><summary>lookup({line.replace(chr(34), "&#34;")})</summary>'
         f"<pre>{arguments.replace(chr(34), '&#34;')}</pre></details>",
         '<li class="message tool"> <div class="role">tool · lookup</div> '
@@ -100,8 +102,8 @@ def test_p11_a_chat_shows_its_messages_and_tool_calls_compactly(
         + "…</summary><pre>"
         + "sunny " * 100
         + "</pre></details>",
-        '<li class="message assistant"> <div class="role">assistant</div> '
-        '<div class="content">Sunny &lt;b&gt;all&lt;/b&gt; week.</div>',
+        '<li class="message assistant"> <div class="role">helper</div> '
+        '<div class="content"><p>Sunny &lt;b&gt;all&lt;/b&gt; week.</p> </div>',
     ]
     assert '<section id="continue-chat">' in page.text
 
@@ -110,7 +112,7 @@ def test_p11_html_in_messages_is_shown_as_text(client: TestClient, db: Session) 
     world = _world(client, db)
     sign_in(client, "alice")
     page = client.get(f"/agents/{world['writer']}/chats/{world['writer_chat']}").text
-    assert '<div class="content">&lt;script&gt;alert(1)&lt;/script&gt;</div>' in page
+    assert '<div class="content"><p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n</div>' in page
     assert "<script>" not in page
     assert (
         "<title>&lt;script&gt;alert(1)&lt;/script&gt; · writer · webagents portal</title>" in page

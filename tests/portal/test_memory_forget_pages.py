@@ -39,7 +39,10 @@ def test_p8_forget_asks_on_a_page_of_its_own_then_forgets_and_syncs_a_delete(
     assert f'<a href="{ask}" id="forget-link">Forget this entry…</a>' in entry.text
     asked = client.get(f"{base}/forget", params={"namespace": "caller:bob", "key": "prefs"})
     assert asked.status_code == 200
-    assert "<h1>Forget prefs? <small>in caller caller:bob</small></h1>" in asked.text
+    assert (
+        "<hgroup><h1>Forget prefs?</h1><p>in caller:bob, one caller's notes</p></hgroup>"
+        in asked.text
+    )
     assert '<pre id="forget-content">tea</pre>' in asked.text
     assert asked.headers["content-security-policy"].startswith("default-src 'none'; style-src")
     (fields,) = forms(asked.text, "/memory/forget")
@@ -113,9 +116,9 @@ def test_p8_forgotten_lists_a_namespaces_forgotten_entries_to_restore(
 
     overview = client.get(base)
     assert table(overview.text, "namespaces") == [
-        ["Namespace", "Whose", "Entries", "Forgotten", "Kept"],
-        ["owner", "owner", "1", "2", "forever"],
-        ["shared", "shared", "0", "1", "forever"],  # all forgotten: still listed
+        ["Namespace", "Whose", "Entries", "Forgotten", "Last change (UTC)", "Kept"],
+        ["owner", "owner", "1", "2", "2026-11-01 12:02", "forever"],  # a forgetting changes it
+        ["shared", "shared", "0", "1", "2026-11-01 12:03", "forever"],  # all forgotten: listed
     ]
     listing = client.get(f"{base}/namespace", params={"namespace": "owner"})
     assert (
@@ -124,7 +127,7 @@ def test_p8_forgotten_lists_a_namespaces_forgotten_entries_to_restore(
     )
     page = client.get(f"{base}/forgotten", params={"namespace": "owner"})
     assert page.status_code == 200
-    assert "<h1>Forgotten in owner: owner</h1>" in page.text
+    assert "<hgroup><h1>Forgotten in owner</h1><p>the owner's own notes</p></hgroup>" in page.text
     assert table(page.text, "forgotten") == [
         ["Key", "Forgotten", "By", "What was forgotten", ""],
         ["todo", "2026-11-01 12:02:00", "you, on the portal", "milk", ""],

@@ -7,6 +7,7 @@ in both formats, retention; every form refused without its CSRF token; another u
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -74,15 +75,16 @@ def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_sa
 
     page = client.get(base)
     assert page.status_code == 200
+    at = AT.strftime("%Y-%m-%d %H:%M")
     assert table(page.text, "namespaces") == [
-        ["Namespace", "Whose", "Entries", "Forgotten", "Kept"],
-        ["owner", "owner", "1", "0", "forever"],
-        ["shared", "shared", "1", "0", "forever"],
-        ["caller:bob", "caller", "2", "0", "30 days"],
-        ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "0", "30 days"],
+        ["Namespace", "Whose", "Entries", "Forgotten", "Last change (UTC)", "Kept"],
+        ["owner", "owner", "1", "0", at, "forever"],
+        ["shared", "shared", "1", "0", at, "forever"],
+        ["caller:bob", "caller", "2", "0", at, "30 days"],
+        ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "0", at, "30 days"],
     ]
     listing = client.get(f"{base}/namespace", params={"namespace": "caller:bob"})
-    assert "<h1>caller: caller:bob</h1>" in listing.text
+    assert "<hgroup><h1>caller:bob</h1><p>One caller's notes</p></hgroup>" in listing.text
     assert [row[:2] for row in table(listing.text, "entries")] == [
         ["Key", "Description"],
         ["name", ""],
@@ -266,15 +268,25 @@ def test_p8_forget_removes_the_entry_and_syncs_a_delete(client: TestClient, db: 
         gone.text
     )
     assert forms(gone.text, "/memory/entry") == []
-    assert [row[1:4] for row in table(gone.text, "versions")] == [
-        ["Change", "By", "Content"],
-        ["forgotten", "you, on the portal", "tea"],
-        ["written", "the agent", "tea"],
+    assert _timeline(gone.text) == [
+        ("forgotten", "you, on the portal", "tea"),
+        ("written", "the agent", "tea"),
     ]
     first = forms(gone.text, "/memory/restore")[0]
     assert client.post(f"{base}/restore", data=first).status_code == 303
     entry = service.get(store, "caller:bob", "prefs")
     assert entry is not None and entry.content == "tea"
+
+
+def _timeline(html: str) -> list[tuple[str, str, str]]:
+    """An entry's versions as its page lists them, newest first: (change, by whom, text)."""
+    found = re.findall(
+        r'<strong class="op">([^<]*)</strong> by <span class="who">([^<]*)</span>.*?'
+        r"<pre>([^<]*)</pre>",
+        html.split('<ol id="versions" class="timeline">', 1)[1],
+        re.S,
+    )
+    return [(op, who, text) for op, who, text in found]
 
 
 def test_p6_restore_on_the_page_brings_back_an_overwritten_text_as_a_new_version(
@@ -285,10 +297,9 @@ def test_p6_restore_on_the_page_brings_back_an_overwritten_text_as_a_new_version
     _put(store, "owner", "plan", "overwritten", "plan v2")
     cursor = service.changes(store, None, 0).cursor
     page = client.get(f"{base}/entry", params={"namespace": "owner", "key": "plan"})
-    assert [row[1:4] for row in table(page.text, "versions")] == [
-        ["Change", "By", "Content"],
-        ["written", "the agent", "overwritten"],
-        ["written", "the agent", "the first plan"],
+    assert _timeline(page.text) == [
+        ("written", "the agent", "overwritten"),
+        ("written", "the agent", "the first plan"),
     ]
     restores = forms(page.text, "/memory/restore")
     assert len(restores) == 1  # the current text has nothing to restore

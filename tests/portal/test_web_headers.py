@@ -4,7 +4,6 @@ cached; every answer that carries a token or key is no-store (P2)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -48,26 +47,14 @@ def test_web_every_page_forbids_framing_sniffing_and_referrers(
         directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
         assert directives == {
             "default-src": "'none'",
-            "style-src": directives["style-src"],
-            "img-src": "'self'",
+            "style-src": "'self'",
+            "img-src": "'self' data:",
             "base-uri": "'none'",
             "frame-ancestors": "'none'",
         }, answer.request.url
-        assert re.fullmatch(r"'sha256-[A-Za-z0-9+/]{43}='", directives["style-src"])
     assert [a.status_code for a in anonymous] == [200, 200, 404]
     assert [a.status_code for a in signed_in] == [200, 200, 200, 200]
     assert redirect.status_code == 303
-
-
-def test_web_the_pages_inline_style_is_the_one_the_policy_allows(client: TestClient) -> None:
-    import base64
-    import hashlib
-
-    page = client.get("/signin")
-    style = re.search(r"<style>(.*?)</style>", page.text, re.S)
-    assert style is not None
-    digest = base64.b64encode(hashlib.sha256(style.group(1).encode()).digest()).decode()
-    assert f"style-src 'sha256-{digest}'" in page.headers["content-security-policy"]
 
 
 def test_web_api_answers_are_nosniff_and_never_cached(client: TestClient, db: Session) -> None:

@@ -48,8 +48,9 @@ from .memory import forget_pages as memory_forget_pages
 from .memory import pages as memory_pages
 from .memory.embedding_queue import EmbeddingWorker
 from .settings import PortalSettings
+from .static import router as static_router
 from .tokens import api as tokens_api
-from .web import API_HEADERS, PAGE_HEADERS, render
+from .web import API_HEADERS, PAGE_HEADERS, SESSION_COOKIE, render
 
 log = logging.getLogger("webagents.portal")
 
@@ -124,6 +125,7 @@ def create_app(
     app.include_router(connect_pages.router)
     app.include_router(memory_pages.router)
     app.include_router(memory_forget_pages.router)
+    app.include_router(static_router)
 
     app.add_middleware(_Refusing)
     app.add_middleware(_Headers)
@@ -266,6 +268,13 @@ def _answer(
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         return RedirectResponse(f"/signin?next={quote(target, safe='')}", status_code=303)
     title = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Error"
-    page = render(request, "error.html", status=status, error=message, title=title)
+    if status == 404 and "/api/" in message:  # words for an API's caller, not a person
+        message = "there is nothing here, or it is not yours: see your agents and chats above"
+    # The error page knows no user (no database here): a browser with a session cookie is
+    # shown the signed-in links, not "Sign in".
+    signed_in = bool(request.cookies.get(SESSION_COOKIE))
+    page = render(
+        request, "error.html", status=status, error=message, title=title, signed_in=signed_in
+    )
     page.headers.update(headers)
     return page

@@ -12,14 +12,12 @@ pre-session cookie is replaced at sign-in and sign-out.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-import re
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import jinja2
 from fastapi import Depends, Request
@@ -28,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from .db.engine import request_session
 from .errors import Forbidden
+from .static import static_url
 from .tokens import keys as signing
 from .tokens import service as tokens
 from .tokens.repository import SigningKeys
@@ -36,6 +35,36 @@ SESSION_COOKIE = "webagents_session"
 CSRF_COOKIE = "webagents_csrf"
 HOST_CSRF_COOKIE = "__Host-webagents_csrf"
 CSRF_FIELD = "csrf_token"
+FLASH_COOKIE = "webagents_flash"
+
+# What a form did, said once on the page its redirect opens. The cookie carries one of these
+# names, never words: a cookie planted by someone else can show no text of theirs.
+Said = Literal[
+    "signed-out",
+    "signed-out-everywhere",
+    "session-ended",
+    "key-revoked",
+    "machine-key-revoked",
+    "access-saved",
+    "entry-saved",
+    "entry-restored",
+    "entry-forgotten",
+    "retention-saved",
+]
+FLASHES: dict[str, str] = {
+    "signed-out": "You are signed out.",
+    "signed-out-everywhere": "You are signed out everywhere: every browser and command line.",
+    "session-ended": "That session is ended: it is signed out.",
+    "key-revoked": "The key is revoked: it no longer works.",
+    "machine-key-revoked": "The machine's key is revoked: that machine no longer acts as the "
+    "agent until webagents publish there gives it a new one.",
+    "access-saved": "Saved: who may call this agent.",
+    "entry-saved": "Saved.",
+    "entry-restored": "Restored: the agent sees this version again.",
+    "entry-forgotten": "Forgotten: the entry is under this namespace's forgotten entries, "
+    "to restore.",
+    "retention-saved": "Retention saved.",
+}
 
 _templates = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
@@ -44,28 +73,36 @@ _templates = jinja2.Environment(
 )
 
 
-def _style_source() -> str:
-    """The hash of base.html's one <style> block: the only inline thing a page may use."""
-    base = Path(__file__).with_name("templates").joinpath("base.html").read_text("utf-8")
-    found = re.search(r"<style>(.*?)</style>", base, re.S)
-    if found is None:
-        return "'none'"
-    digest = hashlib.sha256(found.group(1).encode()).digest()
-    return f"'sha256-{base64.b64encode(digest).decode()}'"
+_templates.globals["static_url"] = static_url
 
-
-# The pages are server-rendered HTML with forms and one inline stylesheet: no scripts, no
-# frames (clickjacking the approve buttons of /cli/auth and /device), no other origins.
+# The pages are server-rendered HTML with forms and stylesheets from this origin (the
+# vendored Pico CSS and the portal's own): no inline style or script, no frames
+# (clickjacking the approve buttons of /cli/auth and /device), no other origins. Images
+# from data: URLs: Pico draws its icons (a checkbox's tick, a select's chevron, the marker
+# of a folded <details>) as SVG data URLs, which an image cannot run.
 # No form-action: approving `webagents login` redirects to the command line's loopback port.
 PAGE_HEADERS = {
     "Content-Security-Policy": (
-        f"default-src 'none'; style-src {_style_source()}; img-src 'self'; "
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; "
         "base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
+# A page that runs one of the portal's own scripts (the chat box, a copy button) and
+# fetches from this origin: nothing inline still, and nothing from elsewhere.
+SCRIPT_PAGE_CSP = (
+    PAGE_HEADERS["Content-Security-Policy"] + "; script-src 'self'; connect-src 'self'"
+)
+
+
+def allow_own_scripts(response: Response) -> Response:
+    """For a page with a script of the portal's (the chat box, a copy button)."""
+    response.headers["Content-Security-Policy"] = SCRIPT_PAGE_CSP
+    return response
+
+
 # The API answers a caller's own data, tokens and keys included: never kept by a cache.
 API_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -150,6 +187,8 @@ def render(request: Request, template: str, *, status: int = 200, **context: Any
     token = _form_token(known[0], _binding(request, pre_session)) if known else ""
     context.setdefault("user", None)
     context.setdefault("error", None)
+    said = request.cookies.get(FLASH_COOKIE)
+    context.setdefault("flash", FLASHES.get(said or ""))
     # Every page's "Sign up" link follows the administrator's choice: none when closed.
     settings = getattr(request.app.state, "settings", None)
     context.setdefault("sign_up", getattr(settings, "sign_up", "closed"))
@@ -157,6 +196,22 @@ def render(request: Request, template: str, *, status: int = 200, **context: Any
     response = HTMLResponse(body, status_code=status)
     if fresh:
         set_csrf_cookie(request, response, pre_session)
+    if said is not None:  # shown once
+        response.delete_cookie(FLASH_COOKIE, httponly=True, samesite="strict", path="/")
+    return response
+
+
+def flash(request: Request, response: Response, said: Said) -> Response:
+    """A form's redirect that says on the next page what the form did (a name of FLASHES)."""
+    response.set_cookie(
+        FLASH_COOKIE,
+        said,
+        max_age=60,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
     return response
 
 

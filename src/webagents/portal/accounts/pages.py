@@ -22,6 +22,7 @@ from ..web import (
     FormSecrets,
     check_csrf,
     clear_session_cookie,
+    flash,
     local_path,
     render,
     set_csrf_cookie,
@@ -122,7 +123,7 @@ def _sign_up_form(request: Request, **shown: Any) -> Response:
 def sign_out(request: Request, db: Db, csrf: Csrf = "") -> Response:
     check_csrf(request, csrf)
     service.sign_out(db, request.cookies.get(SESSION_COOKIE))
-    response = RedirectResponse("/signin", status_code=303)
+    response = flash(request, RedirectResponse("/signin", status_code=303), "signed-out")
     clear_session_cookie(request, response)
     set_csrf_cookie(request, response)
     return response
@@ -169,7 +170,7 @@ def create_key(
 def revoke_key(request: Request, user: SignedIn, db: Db, key_id: str, csrf: Csrf = "") -> Response:
     check_csrf(request, csrf)
     service.revoke_key(db, user, key_id)
-    return RedirectResponse("/keys", status_code=303)
+    return flash(request, RedirectResponse("/keys", status_code=303), "key-revoked")
 
 
 router.include_router(sessions_pages.router)

@@ -20,6 +20,7 @@ from ..web import (
     FormSecrets,
     check_csrf,
     clear_session_cookie,
+    flash,
     render,
     set_csrf_cookie,
 )
@@ -45,14 +46,14 @@ def end_session(
 ) -> Response:
     check_csrf(request, csrf)
     sessions.end_one(db, user, kind, way_id)
-    return RedirectResponse("/sessions", status_code=303)
+    return flash(request, RedirectResponse("/sessions", status_code=303), "session-ended")
 
 
 @router.post("/sessions/end-all")
 def end_everywhere(request: Request, user: SignedIn, db: Db, csrf: Csrf = "") -> Response:
     check_csrf(request, csrf)
     sessions.end_everywhere(db, user)
-    response = RedirectResponse("/signin", status_code=303)
+    response = flash(request, RedirectResponse("/signin", status_code=303), "signed-out-everywhere")
     clear_session_cookie(request, response)
     set_csrf_cookie(request, response)
     return response

@@ -8,13 +8,14 @@ page; every form carries the CSRF token, checked before anything is looked up.
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..accounts.auth import Db, SignedIn
 from ..tokens.agent_keys import USE_PRECISION
-from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
+from ..web import CSRF_FIELD, FormSecrets, allow_own_scripts, check_csrf, flash, render
 from . import keys
 from .service import get_agent
 
@@ -26,14 +27,18 @@ Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
 @router.get("/agents/{agent_id}", response_class=HTMLResponse)
 def agent_page(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
     agent = get_agent(db, user, agent_id)
-    return render(
+    # The full URL a caller pastes: the portal's public address, else the one browsed.
+    portal_url = request.app.state.settings.public_url or str(request.base_url)
+    page = render(
         request,
         "agent.html",
         user=user,
         agent=agent,
+        endpoint=f"{portal_url.rstrip('/')}/agents/{quote(agent.name)}/chat/completions",
         keys=keys.list_keys(db, user, agent_id),
         precision_minutes=int(USE_PRECISION.total_seconds() // 60),
     )
+    return allow_own_scripts(page)  # the copy button (static/copy.js)
 
 
 @router.post("/agents/{agent_id}/keys/{key_id}/revoke")
@@ -42,4 +47,5 @@ def revoke_key(
 ) -> Response:
     check_csrf(request, csrf)
     keys.revoke_key(db, user, agent_id, key_id)
-    return RedirectResponse(f"/agents/{agent_id}", status_code=303)
+    target = RedirectResponse(f"/agents/{agent_id}", status_code=303)
+    return flash(request, target, "machine-key-revoked")

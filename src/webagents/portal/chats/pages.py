@@ -2,7 +2,8 @@
 with one, newest first, and one chat's messages, tool calls and results shown compactly.
 
 Signed-in browsers only (others go to the sign-in page); another user's agent or chat is the
-404 page. Messages are text: the templates escape them, so a message cannot add markup."""
+404 page. A message's Markdown is rendered with raw HTML off and then sanitized
+(chats/markdown.py): a message cannot add a script, a style or anything from elsewhere."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from markupsafe import Markup
 
 from ..accounts.auth import Db, SignedIn
 from ..agents.service import get_agent
-from ..connect.pages import allow_chat_script
-from ..web import FormSecrets, render
+from ..web import FormSecrets, allow_own_scripts, render
 from . import service
+from .markdown import to_html
 
 router = APIRouter(dependencies=[FormSecrets])
 
@@ -40,6 +42,11 @@ class MessageShown:
     name: str = ""
     result_line: str = ""  # a tool result, shortened; empty for other messages
     tool_calls: list[ToolCallShown] = field(default_factory=list)
+
+    @property
+    def html(self) -> Markup:
+        """The content's Markdown, rendered and sanitized (chats/markdown.py)."""
+        return Markup(to_html(self.content))
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -88,4 +95,4 @@ def one_chat(request: Request, user: SignedIn, db: Db, agent_id: str, chat_id: s
     agent, chat, messages = service.chat_of(db, user, agent_id, chat_id)
     shown = [message_shown(message) for message in messages]
     page = render(request, "chat.html", user=user, agent=agent, chat=chat, messages=shown)
-    return allow_chat_script(page)  # the chat box (connect/chat.js)
+    return allow_own_scripts(page)  # the chat box (connect/chat.js)

@@ -1,8 +1,10 @@
 // The chat box of the owner's chat page (Portal Connect, P11): sends the next message with
 // the page's CSRF token and shows the agent's reply as it streams. The portal answers with
-// server-sent events of its own: {"delta": text}, then {"done": true} once the turn is
-// recorded in the chat, or {"error": message}. Text only (textContent): no markup from a
-// message ever reaches the page.
+// server-sent events of its own: {"delta": text}, then {"done": true, "html": ...} once the
+// turn is recorded in the chat, or {"error": message}. The page builds the markup of the
+// chat page's messages (the same classes, so the same look). What streams in is inserted as
+// text (textContent); the one HTML it takes is the finished answer's, which the portal
+// rendered from Markdown and sanitized (chats/markdown.py).
 //
 // The typed text leaves the box only once the turn is saved: when anything fails (the agent
 // offline or busy, the message too large, the portal out of reach, the reply cut off), the
@@ -20,15 +22,21 @@
   const UNREACHABLE = "the portal could not be reached: the message was not sent; send it again";
   let shownError = null;
 
+  const LABELS = { user: "You", assistant: list.dataset.agent || "assistant" };
+
+  // A message as the chat page shows one: its label, then its content in a paragraph.
   function shown(role, text) {
     const item = document.createElement("li");
     item.className = "message " + role;
     const label = document.createElement("div");
     label.className = "role";
-    label.textContent = role;
+    label.textContent = LABELS[role] || role;
     const content = document.createElement("div");
     content.className = "content";
-    content.textContent = text;
+    const paragraph = document.createElement("p");
+    paragraph.className = "streaming";
+    paragraph.textContent = text;
+    content.append(paragraph);
     item.append(label, content);
     list.append(item);
     return content;
@@ -61,10 +69,14 @@
             shown("user", this.text);
             this.reply = shown("assistant", "");
           }
-          this.reply.textContent += message.delta;
+          this.reply.firstChild.textContent += message.delta;
           status.textContent = "the agent is answering…";
         } else if (message.done) {
           this.saved = true;
+          // Sanitized by the portal (chats/markdown.py), as the chat page's own messages.
+          if (this.reply !== null && typeof message.html === "string") {
+            this.reply.innerHTML = message.html;
+          }
         } else if (typeof message.error === "string") {
           this.failed = message.error;
         }

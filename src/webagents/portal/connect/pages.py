@@ -3,7 +3,8 @@ and the agent's setting that lets other users call it (P12).
 
 The chat box posts the next message (with the page's CSRF token) and reads the answer as a
 stream of small events of the portal's own: `{"delta": text}` while the agent answers, then
-`{"done": true}` once both messages are recorded in the chat, or `{"error": message}`. The
+`{"done": true, "html": the answer's Markdown rendered and sanitized}` once both messages are
+recorded in the chat, or `{"error": message}`. The
 agent's reply comes over the same relay as every other caller's (tier owner, channel web)."""
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from ..accounts.scope import AccountScope
 from ..agents import service as agents
 from ..agents.schemas import AgentPatch
 from ..chats import service as chats
+from ..chats.markdown import to_html
 from ..chats.schemas import MAX_CONTENT_CHARS, MAX_MESSAGE_CHARS, MessageIn, Part, RecordIn
 from ..errors import PortalError
 from ..tokens.service import issuer_of
-from ..web import PAGE_HEADERS, FormSecrets, check_csrf
+from ..web import FormSecrets, check_csrf, flash
 from . import service
 from .live import RelayError, Reply
 from .relay import Relay
@@ -36,14 +38,6 @@ from .relay import Relay
 router = APIRouter(dependencies=[FormSecrets])
 
 _SCRIPT = Path(__file__).with_name("chat.js")
-# The chat page runs the portal's one script (from this origin) and fetches from it.
-CHAT_PAGE_CSP = PAGE_HEADERS["Content-Security-Policy"] + "; script-src 'self'; connect-src 'self'"
-
-
-def allow_chat_script(response: Response) -> Response:
-    """For the chat page: the pages' policy, plus the chat box's script."""
-    response.headers["Content-Security-Policy"] = CHAT_PAGE_CSP
-    return response
 
 
 @router.get("/connect/chat.js")
@@ -64,7 +58,8 @@ async def set_allow_others(request: Request, user: SignedIn, db: Db, agent_id: s
     await run_in_threadpool(
         agents.update_agent, db, user, agent_id, AgentPatch(allowOthers=allowed)
     )
-    return RedirectResponse(f"/agents/{agent_id}/chats", status_code=303)
+    target = RedirectResponse(f"/agents/{agent_id}/chats", status_code=303)
+    return flash(request, target, "access-saved")
 
 
 @router.post("/agents/{agent_id}/chats/{chat_id}/continue")
@@ -191,8 +186,10 @@ async def _relayed(
                         return
                     answer.append(text)
                     yield _event({"delta": text})
-        await run_in_threadpool(recorder.record, question, "".join(answer))
-        yield _event({"done": True})
+        whole = "".join(answer)
+        await run_in_threadpool(recorder.record, question, whole)
+        # The page shows the streamed text as text, then this: rendered and sanitized here.
+        yield _event({"done": True, "html": to_html(whole)})
     except RelayError as exc:
         with contextlib.suppress(PortalError):  # the question is kept, the answer failed
             await run_in_threadpool(recorder.record, question, None)

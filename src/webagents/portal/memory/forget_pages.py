@@ -19,7 +19,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from ..accounts.auth import Db, SignedIn
 from ..errors import NotFound
-from ..web import FormSecrets
+from ..web import FormSecrets, flash
 from . import service
 from .pages import Opened, Posted, _open, _page, _who, label_of, shown
 from .quotas import quotas_of
@@ -71,7 +71,7 @@ def forget_entry(
         opened.store, namespace, key, by=service.by_owner(user.username), quotas=quotas_of(request)
     )
     target = f"{opened.base}/namespace?{urlencode({'namespace': namespace})}"
-    return RedirectResponse(target, status_code=303)
+    return flash(request, RedirectResponse(target, status_code=303), "entry-forgotten")
 
 
 @router.get("/agents/{agent_id}/memory/forgotten")

@@ -27,7 +27,7 @@ from ..agents.service import get_agent
 from ..db.tables import Agent
 from ..embeddings.local import weights_absent
 from ..errors import BadInput, Conflict, NotFound, PortalError
-from ..web import CSRF_FIELD, FormSecrets, check_csrf, render
+from ..web import CSRF_FIELD, FormSecrets, check_csrf, flash, render
 from . import export, retention, service
 from . import search as searching
 from .quotas import quotas_of
@@ -102,6 +102,7 @@ def _overview(
 ) -> Response:
     rules = retention.rules_of(db, opened.agent.id)
     forgotten = service.forgotten_counts(opened.store)
+    changed = service.last_changes(opened.store)
     # A namespace whose entries were all forgotten is listed too: its Forgotten page
     # restores them.
     counts = dict.fromkeys(forgotten, 0) | dict(service.namespaces(opened.store))
@@ -112,6 +113,7 @@ def _overview(
             "label": label_of(name),
             "count": count,
             "forgotten": forgotten.get(name, 0),
+            "changed": changed.get(name),
             "kept": _kept(retention.days_for(rules, name)),
         }
         for name, count in sorted(counts.items(), key=_order)
@@ -319,7 +321,8 @@ def save_entry(
             error=EDITED_MEANWHILE if isinstance(exc, Conflict) else exc.message,
             draft=(description, content),
         )
-    return RedirectResponse(_entry_url(opened, namespace, key), status_code=303)
+    target = RedirectResponse(_entry_url(opened, namespace, key), status_code=303)
+    return flash(request, target, "entry-saved")
 
 
 def _entry_url(opened: Opened, namespace: str, key: str) -> str:
@@ -335,7 +338,8 @@ def restore(request: Request, user: SignedIn, opened: Posted, version: FormText 
     made = service.restore_version(
         opened.store, wanted, by=service.by_owner(user.username), quotas=quotas_of(request)
     )
-    return RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
+    target = RedirectResponse(_entry_url(opened, made.namespace, made.key), status_code=303)
+    return flash(request, target, "entry-restored")
 
 
 @router.post("/agents/{agent_id}/memory/retention")
@@ -351,7 +355,7 @@ def set_retention(
         retention.set_rule(db, opened.agent.id, namespace, days)
     except BadInput as exc:
         return _overview(request, user, db, opened, status=exc.status, error=exc.message)
-    return RedirectResponse(opened.base, status_code=303)
+    return flash(request, RedirectResponse(opened.base, status_code=303), "retention-saved")
 
 
 def all_entries(store: MemoryStore) -> list[EntryOut]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import ColumnElement, Select, and_, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -192,6 +193,16 @@ class MemoryStore:
             .order_by(MemoryEntry.namespace)
         )
         return [(str(name), int(count)) for name, count in rows]
+
+    def last_changes(self) -> dict[str, datetime]:
+        """Each namespace's last change: a write, or a forgetting (for the owner's pages)."""
+        changed = func.max(func.coalesce(MemoryEntry.deleted_at, MemoryEntry.updated_at))
+        rows = self.session.execute(
+            select(MemoryEntry.namespace, changed)
+            .where(MemoryEntry.agent_id == self.agent_id)
+            .group_by(MemoryEntry.namespace)
+        )
+        return {str(name): at for name, at in rows}
 
     def _forgetting(self) -> ColumnElement[bool]:
         """Joins this agent's forgotten entries to the version their forgetting left (the

@@ -348,6 +348,10 @@ def forgotten_counts(store: MemoryStore) -> dict[str, int]:
     return store.forgotten_counts()
 
 
+def last_changes(store: MemoryStore) -> dict[str, datetime]:
+    return store.last_changes()
+
+
 def restore_version(
     store: MemoryStore,
     version_id: uuid.UUID,
