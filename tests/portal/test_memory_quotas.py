@@ -13,22 +13,21 @@ from pathlib import Path
 
 import httpx
 import pytest
-from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, Uuid, bindparam, select, text
 from sqlalchemy.orm import Session
 
 from webagents.portal.admin import open_database
-from webagents.portal.db.engine import make_engine, make_sessions
-from webagents.portal.db.migrate import alembic_config, upgrade
-from webagents.portal.db.tables import Agent, MemoryEntry, MemoryFeed, MemoryVersion, User
+from webagents.portal.db.engine import make_sessions
+from webagents.portal.db.migrate import upgrade
+from webagents.portal.db.tables import MemoryEntry, MemoryFeed, MemoryVersion
 from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.settings import PortalSettings
 
 from .memory_helpers import Published, publish, publish_for
 from .processes import Served
-from .quota_helpers import URL, limited_api, put_note, refusal
+from .quota_helpers import URL, agents_of_alice, engine_at, limited_api, put_note, refusal
 
 FREE = (
     "nothing was stored: forget notes the agent no longer needs (memory_forget, or the "
@@ -284,25 +283,17 @@ def test_p5_portal_serve_sets_the_quotas_from_its_options(
 
 def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_url: str) -> None:
     """0012 fills each agent's usage from its live entries (UTF-8 bytes), on both databases."""
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = engine_at(fresh_database_url, "0011")
     try:
-        with engine.connect() as connection:
-            command.upgrade(alembic_config(connection), "0011")
-            connection.commit()
         now = datetime.now(UTC)
         with Session(engine) as session, session.begin():
-            user = User(username="alice", password_hash="-")
-            session.add(user)
-            session.flush()
-            agent = Agent(user_id=user.id, name="helper", skills=[])
-            session.add(agent)
-            session.flush()
+            [agent_id] = agents_of_alice(session, "helper")
             session.execute(
                 text(
                     "INSERT INTO memory_feeds (agent_id, last_cursor, vectors_version) "
                     "VALUES (:agent, 3, 0)"
                 ).bindparams(bindparam("agent", type_=Uuid())),
-                {"agent": agent.id},
+                {"agent": agent_id},
             )
             for cursor, (key, content, gone) in enumerate(
                 [("a", "héllo", None), ("b", "abc", None), ("c", "forgotten", now)], 1
@@ -310,7 +301,7 @@ def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_ur
                 session.add(
                     MemoryEntry(
                         id=uuid.uuid4(),
-                        agent_id=agent.id,
+                        agent_id=agent_id,
                         namespace="owner",
                         key=key,
                         description="",
@@ -323,7 +314,6 @@ def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_ur
                         cursor=cursor,
                     )
                 )
-            agent_id = agent.id
         upgrade(engine)
         with Session(engine) as session:
             feed = session.get(MemoryFeed, agent_id)

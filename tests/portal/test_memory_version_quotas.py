@@ -12,20 +12,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, Uuid, bindparam, func, select, text
 from sqlalchemy.orm import Session
 
-from webagents.portal.db.engine import make_engine
-from webagents.portal.db.migrate import alembic_config, upgrade
-from webagents.portal.db.tables import Agent, MemoryFeed, MemoryVersion, User
+from webagents.portal.db.migrate import upgrade
+from webagents.portal.db.tables import MemoryFeed, MemoryVersion
 from webagents.portal.memory import retention
 from webagents.portal.memory.retention import Swept
 from webagents.portal.settings import PortalSettings
 
 from .memory_helpers import Published, publish, publish_for
-from .quota_helpers import URL, limited_api, put_note, refusal
+from .quota_helpers import URL, agents_of_alice, engine_at, limited_api, put_note, refusal
 
 KEPT = (
     "nothing was stored: the owner can set a retention period for the namespace on the "
@@ -165,26 +163,18 @@ def test_p5_the_version_bytes_migration_counts_the_versions_already_kept(
 ) -> None:
     """0013 fills each agent's version bytes from its versions (UTF-8 bytes), on both
     databases."""
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = engine_at(fresh_database_url, "0012")
     try:
-        with engine.connect() as connection:
-            command.upgrade(alembic_config(connection), "0012")
-            connection.commit()
         now = datetime.now(UTC)
         with Session(engine) as session, session.begin():
-            user = User(username="alice", password_hash="-")
-            session.add(user)
-            session.flush()
-            agents = [Agent(user_id=user.id, name=name, skills=[]) for name in ("a", "b")]
-            session.add_all(agents)
-            session.flush()
-            for agent in agents:  # the row as 0012 has it: no version_bytes yet
+            ids = agents_of_alice(session, "a", "b")
+            for agent in ids:  # the row as 0012 has it: no version_bytes yet
                 session.execute(
                     text(
                         "INSERT INTO memory_feeds (agent_id, last_cursor, vectors_version, "
                         "entries, bytes) VALUES (:agent, 3, 0, 0, 0)"
                     ).bindparams(bindparam("agent", type_=Uuid())),
-                    {"agent": agent.id},
+                    {"agent": agent},
                 )
             entry = uuid.uuid4()
             for cursor, (op, content) in enumerate(
@@ -193,7 +183,7 @@ def test_p5_the_version_bytes_migration_counts_the_versions_already_kept(
                 session.add(
                     MemoryVersion(
                         id=uuid.uuid4(),
-                        agent_id=agents[0].id,
+                        agent_id=ids[0],
                         entry_id=entry,
                         namespace="owner",
                         key="k",
@@ -207,7 +197,6 @@ def test_p5_the_version_bytes_migration_counts_the_versions_already_kept(
                         cursor=cursor,
                     )
                 )
-            ids = [agent.id for agent in agents]
         upgrade(engine)
         with Session(engine) as session:
             counted = session.execute(
