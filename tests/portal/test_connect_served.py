@@ -64,6 +64,16 @@ def _allow_others(served: Served, alice: str, folder: Path) -> None:
     assert answer.status_code == 200, answer.text
 
 
+@pytest.fixture
+def served(tmp_path: Path, fresh_database_url: str) -> Iterator[Served]:
+    """The portal with its access log on: `_ready` sees the agent's key fetch in it."""
+    server = Served(tmp_path, "--database", fresh_database_url, "--access-log")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def _ready(agent: Process, served: Served) -> None:
     """The agent connected, and holding the portal's keys (it fetches them on connecting: on
     SQLite the portal answers no other request while it relays one, so a first call racing
@@ -140,7 +150,7 @@ def test_p12_the_portal_restarted_the_agent_reconnects_and_serves_again(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
     port = _free_port()
-    first = Served(tmp_path, "--database", fresh_database_url, "--port", str(port))
+    first = Served(tmp_path, "--database", fresh_database_url, "--port", str(port), "--access-log")
     try:
         folder, alice = _published(tmp_path, first, fresh_database_url, "name: helper")
         with running(["serve", str(folder), "--offline"], child_env(tmp_path)) as agent:

@@ -8,51 +8,38 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, Uuid, bindparam, select, text
 from sqlalchemy.orm import Session
 
 from webagents.portal.admin import open_database
-from webagents.portal.db.engine import make_engine, make_sessions
-from webagents.portal.db.migrate import alembic_config, upgrade
-from webagents.portal.db.tables import Agent, MemoryEntry, MemoryFeed, MemoryVersion, User
+from webagents.portal.db.engine import make_sessions
+from webagents.portal.db.migrate import upgrade
+from webagents.portal.db.tables import MemoryEntry, MemoryFeed, MemoryVersion
 from webagents.portal.memory import service
-from webagents.portal.memory.quotas import MemoryQuotas
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.settings import PortalSettings
 
-from .conftest import make_client
 from .memory_helpers import Published, publish, publish_for
 from .processes import Served
+from .quota_helpers import URL, agents_of_alice, engine_at, limited_api, put_note, refusal
 
-URL = "/api/storage/memory-scoped"
 FREE = (
     "nothing was stored: forget notes the agent no longer needs (memory_forget, or the "
     "owner's memory pages), or ask the portal's administrator to raise"
 )
 
 
-def _api(
-    settings: PortalSettings, engine: Engine, db: Session, **quotas: int
-) -> Iterator[TestClient]:
-    limited = replace(settings, memory_quotas=MemoryQuotas(**quotas))
-    with make_client(limited, engine, db) as client:
-        yield client
-
-
 @pytest.fixture
 def small(settings: PortalSettings, migrated_engine: Engine, db: Session) -> Iterator[TestClient]:
     """The API with room for 2 notes and 10 bytes an agent, 3 notes and 15 bytes a user, 3
     versions a note."""
-    yield from _api(
+    yield from limited_api(
         settings,
         migrated_engine,
         db,
@@ -64,23 +51,11 @@ def small(settings: PortalSettings, migrated_engine: Engine, db: Session) -> Ite
     )
 
 
-def _put(api: TestClient, agent: Published, key: str, content: str) -> httpx.Response:
-    body = {"namespace": "owner", "key": key, "content": content}
-    return api.put(URL, headers=agent.headers, json=body)
-
-
 def _push(api: TestClient, agent: Published, *keys: str) -> httpx.Response:
     """A sync push of one note "x" under each of `keys`."""
     lines = [{"op": "put", "key": key, "content": "x"} for key in keys]
     body = {"namespace": "owner", "lines": lines}
     return api.post(URL, headers=agent.headers, params={"action": "sync"}, json=body)
-
-
-def _refusal(message: str, code: str, option: str) -> dict[str, Any]:
-    """The answer to a write over a quota: `param` names the option that sets the quota."""
-    return {
-        "error": {"message": message, "type": "rate_limit_error", "param": option, "code": code}
-    }
 
 
 def _kept(db: Session, agent: Published) -> dict[str, str]:
@@ -114,11 +89,11 @@ def test_p5_an_agent_over_its_entries_quota_is_refused_429_and_nothing_is_stored
     small: TestClient, db: Session
 ) -> None:
     agent = publish(db)
-    assert [_put(small, agent, k, "x").status_code for k in ("a", "b")] == [200, 200]
-    refused = _put(small, agent, "c", "x")
+    assert [put_note(small, agent, k, "x").status_code for k in ("a", "b")] == [200, 200]
+    refused = put_note(small, agent, "c", "x")
     assert (refused.status_code, refused.json()) == (
         429,
-        _refusal(
+        refusal(
             "this agent keeps 2 notes in the portal, the most it may (2); "
             f"{FREE} --memory-agent-entries",
             "agent_entries_quota",
@@ -131,10 +106,10 @@ def test_p5_an_agent_over_its_entries_quota_is_refused_429_and_nothing_is_stored
         2,
     )
     # An overwrite adds no note; after a forget there is room again.
-    assert _put(small, agent, "a", "y").status_code == 200
+    assert put_note(small, agent, "a", "y").status_code == 200
     forgot = small.delete(URL, headers=agent.headers, params={"namespace": "owner", "key": "b"})
     assert forgot.json() == {"forgotten": True}
-    assert _put(small, agent, "c", "z").status_code == 200
+    assert put_note(small, agent, "c", "z").status_code == 200
     assert (_kept(db, agent), _usage(db, agent)) == ({"a": "y", "c": "z"}, (2, 2))
 
 
@@ -142,22 +117,22 @@ def test_p5_an_agent_over_its_bytes_quota_is_refused_429_and_may_always_shrink(
     small: TestClient, db: Session
 ) -> None:
     agent = publish(db)
-    assert _put(small, agent, "a", "12345").status_code == 200
-    refused = _put(small, agent, "b", "123456")
+    assert put_note(small, agent, "a", "12345").status_code == 200
+    refused = put_note(small, agent, "b", "123456")
     assert (refused.status_code, refused.json()) == (
         429,
-        _refusal(
+        refusal(
             "this note would bring this agent's notes in the portal to 11 bytes, over the 10 "
             f"bytes it may keep; {FREE} --memory-agent-bytes",
             "agent_bytes_quota",
             "--memory-agent-bytes",
         ),
     )
-    grown = _put(small, agent, "a", "12345678901")
+    grown = put_note(small, agent, "a", "12345678901")
     assert (grown.status_code, grown.json()["error"]["code"]) == (429, "agent_bytes_quota")
     assert (_kept(db, agent), _usage(db, agent)) == ({"a": "12345"}, (1, 5))
-    assert _put(small, agent, "a", "1234567890").status_code == 200  # exactly the quota
-    assert _put(small, agent, "a", "é").status_code == 200  # smaller: always taken
+    assert put_note(small, agent, "a", "1234567890").status_code == 200  # exactly the quota
+    assert put_note(small, agent, "a", "é").status_code == 200  # smaller: always taken
     assert _usage(db, agent) == (1, 2)  # bytes of UTF-8, not characters
 
 
@@ -167,12 +142,12 @@ def test_p5_a_users_agents_share_the_users_quotas_and_other_users_are_not_counte
     first = publish(db)
     second = publish_for(db, first.owner, "second")
     stranger = publish(db, owner="bob", agent="strangers")
-    assert [_put(small, first, k, "x").status_code for k in ("a", "b")] == [200, 200]
-    assert _put(small, second, "a", "x").status_code == 200
-    refused = _put(small, second, "b", "x")
+    assert [put_note(small, first, k, "x").status_code for k in ("a", "b")] == [200, 200]
+    assert put_note(small, second, "a", "x").status_code == 200
+    refused = put_note(small, second, "b", "x")
     assert (refused.status_code, refused.json()) == (
         429,
-        _refusal(
+        refusal(
             "the agents of this agent's owner keep 3 notes in the portal, the most one user's "
             f"agents may (3); {FREE} --memory-user-entries",
             "user_entries_quota",
@@ -180,7 +155,7 @@ def test_p5_a_users_agents_share_the_users_quotas_and_other_users_are_not_counte
         ),
     )
     assert (_kept(db, second), _usage(db, second)) == ({"a": "x"}, (1, 1))
-    assert [_put(small, stranger, k, "x").status_code for k in ("a", "b")] == [200, 200]
+    assert [put_note(small, stranger, k, "x").status_code for k in ("a", "b")] == [200, 200]
 
 
 def test_p5_a_user_over_the_users_bytes_quota_is_refused_with_its_code(
@@ -188,12 +163,12 @@ def test_p5_a_user_over_the_users_bytes_quota_is_refused_with_its_code(
 ) -> None:
     first = publish(db)
     second = publish_for(db, first.owner, "second")
-    for api in _api(settings, migrated_engine, db, agent_bytes=100, user_bytes=15):
-        assert _put(api, first, "a", "1234567890").status_code == 200
-        refused = _put(api, second, "a", "123456")
+    for api in limited_api(settings, migrated_engine, db, agent_bytes=100, user_bytes=15):
+        assert put_note(api, first, "a", "1234567890").status_code == 200
+        refused = put_note(api, second, "a", "123456")
         assert (refused.status_code, refused.json()) == (
             429,
-            _refusal(
+            refusal(
                 "this note would bring the notes of this agent's owner's agents in the portal "
                 f"to 16 bytes, over the 15 bytes one user's agents may keep; {FREE} "
                 "--memory-user-bytes",
@@ -201,7 +176,7 @@ def test_p5_a_user_over_the_users_bytes_quota_is_refused_with_its_code(
                 "--memory-user-bytes",
             ),
         )
-        assert _put(api, second, "a", "12345").status_code == 200
+        assert put_note(api, second, "a", "12345").status_code == 200
     assert (_kept(db, second), _usage(db, second)) == ({"a": "12345"}, (1, 5))
 
 
@@ -219,10 +194,10 @@ def test_p5_quota_refusals_name_the_option_in_param_and_send_no_retry_after(
 ) -> None:
     """A quota is a count that waiting does not free: no Retry-After, for a PUT or a push."""
     agent = publish(db)
-    assert [_put(small, agent, k, "x").status_code for k in ("a", "b")] == [200, 200]
-    refused = _put(small, agent, "c", "x")
+    assert [put_note(small, agent, k, "x").status_code for k in ("a", "b")] == [200, 200]
+    refused = put_note(small, agent, "c", "x")
     pushed = _push(small, agent, "d", "e")
-    expected = _refusal(
+    expected = refusal(
         f"this agent keeps 2 notes in the portal, the most it may (2); {FREE} "
         "--memory-agent-entries",
         "agent_entries_quota",
@@ -242,7 +217,7 @@ def test_p6_versions_beyond_the_bound_are_dropped_oldest_first_never_the_current
 ) -> None:
     agent = publish(db)
     for n in range(1, 6):
-        assert _put(small, agent, "plan", f"v{n}").status_code == 200
+        assert put_note(small, agent, "plan", f"v{n}").status_code == 200
     store = MemoryStore.for_agent(db, agent.scope)
 
     def history() -> list[tuple[str, str]]:
@@ -304,25 +279,17 @@ def test_p5_portal_serve_sets_the_quotas_from_its_options(
 
 def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_url: str) -> None:
     """0012 fills each agent's usage from its live entries (UTF-8 bytes), on both databases."""
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = engine_at(fresh_database_url, "0011")
     try:
-        with engine.connect() as connection:
-            command.upgrade(alembic_config(connection), "0011")
-            connection.commit()
         now = datetime.now(UTC)
         with Session(engine) as session, session.begin():
-            user = User(username="alice", password_hash="-")
-            session.add(user)
-            session.flush()
-            agent = Agent(user_id=user.id, name="helper", skills=[])
-            session.add(agent)
-            session.flush()
+            [agent_id] = agents_of_alice(session, "helper")
             session.execute(
                 text(
                     "INSERT INTO memory_feeds (agent_id, last_cursor, vectors_version) "
                     "VALUES (:agent, 3, 0)"
                 ).bindparams(bindparam("agent", type_=Uuid())),
-                {"agent": agent.id},
+                {"agent": agent_id},
             )
             for cursor, (key, content, gone) in enumerate(
                 [("a", "héllo", None), ("b", "abc", None), ("c", "forgotten", now)], 1
@@ -330,7 +297,7 @@ def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_ur
                 session.add(
                     MemoryEntry(
                         id=uuid.uuid4(),
-                        agent_id=agent.id,
+                        agent_id=agent_id,
                         namespace="owner",
                         key=key,
                         description="",
@@ -343,7 +310,6 @@ def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_ur
                         cursor=cursor,
                     )
                 )
-            agent_id = agent.id
         upgrade(engine)
         with Session(engine) as session:
             feed = session.get(MemoryFeed, agent_id)

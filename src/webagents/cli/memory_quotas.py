@@ -22,6 +22,9 @@ _HELP = {
     "user_bytes": "The most bytes of notes one user's agents keep together.",
     "versions_per_entry": "Versions kept of each note, its current one included (older ones "
     "are dropped, oldest first).",
+    "agent_version_bytes": "The most bytes the versions of one agent's notes keep, forgotten "
+    "notes' included (each note's current text too), until retention removes them.",
+    "user_version_bytes": "The most bytes the versions of one user's agents' notes keep together.",
 }
 
 

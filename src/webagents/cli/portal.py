@@ -135,6 +135,15 @@ def portal() -> None:
     help=f"Requests waiting for the database at once (each {_GATE.wait_seconds:g} s at "
     "most); more are answered 503 with Retry-After.",
 )
+@click.option(
+    "--access-log/--no-access-log",
+    envvar="WEBAGENTS_PORTAL_ACCESS_LOG",
+    default=False,
+    show_default=True,
+    help="Log a line for every request answered. Off by default: under many clients the "
+    "line costs the server's one event loop a good share of its time (a reverse proxy in "
+    "front usually logs requests anyway).",
+)
 @memory_quota_options
 @connection_options
 @_database_option
@@ -255,6 +264,7 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
             # unasked: only the proxies the operator names are believed.
             proxy_headers=bool(proxies),
             forwarded_allow_ips=proxies or None,
+            access_log=options["access_log"],
         )
     finally:
         sweeper.stop()

@@ -40,7 +40,7 @@ from .connect import api as connect_api
 from .connect import pages as connect_pages
 from .connect.relay import Relay
 from .db import gate, outage
-from .db.engine import make_engine, make_sessions
+from .db.engine import make_engine, make_reading_sessions, make_sessions
 from .embeddings import Embedder, make_embedder
 from .errors import PortalError
 from .memory import api as memory_api
@@ -105,12 +105,17 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine if engine is not None else make_engine(settings)
     app.state.sessions = make_sessions(app.state.engine)
+    app.state.reading_sessions = make_reading_sessions(app.state.engine)
     app.state.gate = gate.DatabaseGate(settings.db_gate, one_writer=settings.is_sqlite)
     app.state.outage = outage.Outage()
     app.state.embedder = chosen
     app.state.embedding_worker = None
     app.state.relay = Relay(app.state.sessions, settings)
 
+    # The routers agents call most first: FastAPI tries them in order, and no path of these
+    # two is another router's, so the order decides nothing but the time a match takes.
+    app.include_router(memory_api.router)
+    app.include_router(chats_api.router)
     app.include_router(accounts_api.router)
     app.include_router(accounts_pages.router)
     app.include_router(tokens_api.router)
@@ -118,9 +123,7 @@ def create_app(
     app.include_router(cli_login_pages.router)
     app.include_router(agents_api.router)
     app.include_router(agents_pages.router)
-    app.include_router(chats_api.router)
     app.include_router(chats_pages.router)
-    app.include_router(memory_api.router)
     app.include_router(connect_api.router)
     app.include_router(connect_pages.router)
     app.include_router(memory_pages.router)

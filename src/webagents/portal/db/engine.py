@@ -18,9 +18,12 @@ Portal Connect's directory). A database that fails is reported by outage.py.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import anyio
+import anyio.to_thread
 from fastapi import Depends, Request
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
@@ -84,6 +87,13 @@ def make_sessions(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def make_reading_sessions(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that only read, as `read_only` makes them, but marked through their engine
+    (the same pool), so that making one takes no connection: it is taken at the first query,
+    in the worker thread that asks it, not in the event loop."""
+    return sessionmaker(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False)
+
+
 async def _writing_slot(request: Request) -> AsyncIterator[None]:
     gate: DatabaseGate = request.app.state.gate
     async with gate.enter(writes=True):
@@ -96,49 +106,64 @@ async def _reading_slot(request: Request) -> AsyncIterator[None]:
         yield
 
 
-def request_session(
+async def request_session(
     request: Request, _slot: Annotated[None, Depends(_writing_slot, scope="function")]
-) -> Iterator[Session]:
+) -> AsyncIterator[Session]:
     """The request's one transaction: committed when the endpoint returns, rolled back when
     it raises (a refusal included). Services flush, never commit.
 
     Use as `Depends(request_session, scope="function")`, so the commit happens before the
     answer is sent: a client never sees a success that was not kept."""
-    sessions: sessionmaker[Session] = request.app.state.sessions
-    with sessions() as session:
-        try:
-            yield session
-        except BaseException:
-            session.rollback()
-            raise
-        used = session.in_transaction()  # whether the database was asked anything
-        session.commit()
-    if used:
-        _answered(request)
+    async with _transaction(request, request.app.state.sessions) as session:
+        yield session
 
 
-def _answered(request: Request) -> None:
-    outage: Outage = request.app.state.outage
-    outage.ended()
-
-
-def read_request_session(
+async def read_request_session(
     request: Request, _slot: Annotated[None, Depends(_reading_slot, scope="function")]
-) -> Iterator[Session]:
+) -> AsyncIterator[Session]:
     """The request's one transaction for an endpoint that only reads: `read_only`, so on
     SQLite it reads a snapshot beside writers instead of queueing for the write lock behind
     them (and holding it from them). Writes keep `request_session`'s BEGIN IMMEDIATE.
 
     Use as `Depends(read_request_session, scope="function")`, and verify the caller through
     it too (a second session would be a second transaction)."""
-    sessions: sessionmaker[Session] = request.app.state.sessions
-    with read_only(sessions()) as session:
-        try:
-            yield session
-        except BaseException:
+    async with _transaction(request, request.app.state.reading_sessions) as session:
+        yield session
+
+
+@asynccontextmanager
+async def _transaction(request: Request, sessions: sessionmaker[Session]) -> AsyncIterator[Session]:
+    """A session for the request, ended after it: committed, or rolled back when the request
+    raised. Async, not a sync generator: FastAPI runs a sync one's start and its end each in
+    a worker thread, two of the few thread hops a request costs the event loop (with its
+    verification and its endpoint), and under many clients those hops were a fifth of the
+    loop's time. Making a session asks the database nothing, so it is made here; its end, if
+    the request used the database, is one hop."""
+    session = sessions()
+    try:
+        yield session
+    except BaseException:
+        await _end(session, commit=False)
+        raise
+    if await _end(session, commit=True):
+        outage: Outage = request.app.state.outage
+        outage.ended()
+
+
+async def _end(session: Session, *, commit: bool) -> bool:
+    """Commit (or roll back) and close the session; whether the database was asked anything.
+    Shielded: a request cancelled meanwhile still gives its connection back."""
+    if not session.in_transaction():  # nothing asked, or already rolled back: no I/O left
+        session.close()
+        return False
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(_ended, session, commit)
+    return True
+
+
+def _ended(session: Session, commit: bool) -> None:
+    with session:
+        if commit:
+            session.commit()
+        else:
             session.rollback()
-            raise
-        used = session.in_transaction()  # whether the database was asked anything
-        session.commit()
-    if used:
-        _answered(request)

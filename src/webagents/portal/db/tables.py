@@ -343,6 +343,10 @@ class MemoryFeed(Base):
     # row's lock: what the quotas are checked against (memory/quotas.py).
     entries: Mapped[int] = mapped_column(BigInteger, default=0)
     bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    # The content's bytes of every version the agent's entries keep (forgotten entries'
+    # included, the current text of each live entry too): without it, overwriting or
+    # writing and forgetting would grow the store past every quota.
+    version_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
 class MemoryVector(Base):

@@ -1,22 +1,30 @@
 """How much the memory store keeps (issue 21): per agent and per user, the live entries and
-their content's bytes; per entry, the versions kept.
+their content's bytes, and the bytes of the versions kept; per entry, the versions kept.
 
 A write that would go over a quota is refused with 429 and a code that names the quota
-(`agent_entries_quota`, `agent_bytes_quota`, `user_entries_quota`, `user_bytes_quota`), and
-changes nothing. 429, not 413: the write itself is acceptable (a note over the size of one
-note is the 413 `too_large`), the store is full for now, and what fixes it is forgetting
-notes, after which the same write succeeds; our sync keeps a line refused with 429 waiting
-in its outbox, in order, where a 413 would set it aside for good. A write that adds nothing
-(an overwrite no larger, a forget) is never refused, so an agent over a quota lowered by the
-administrator can always shrink.
+(`agent_entries_quota`, `agent_bytes_quota`, `user_entries_quota`, `user_bytes_quota`,
+`agent_version_bytes_quota`, `user_version_bytes_quota`), and changes nothing. 429, not 413:
+the write itself is acceptable (a note over the size of one note is the 413 `too_large`), the
+store is full for now, and what fixes it is forgetting notes (or, for the versions, the
+owner's retention), after which the same write succeeds; our sync keeps a line refused with
+429 waiting in its outbox, in order, where a 413 would set it aside for good. A forget is
+never refused, nor an overwrite no larger by the entries and bytes quotas, so an agent over a
+quota lowered by the administrator can always shrink.
 
 Versions beyond `versions_per_entry` are dropped oldest first at each change of the entry;
-the newest, which holds the entry's current text, is never dropped.
+the newest, which holds the entry's current text, is never dropped. Every other version is
+kept until then, or until the namespace's retention removes it (P6), a forgotten entry's
+included: the version bytes bound what overwriting notes, or writing notes and forgetting
+them, would otherwise grow without end, as the live bytes see neither. Every put keeps a
+version, so every put is checked against them (an overwrite no larger included); a forget is
+not, though its version keeps the forgotten text (to restore it). Forgetting frees no
+version bytes: what frees them is the owner's retention period of the namespace (its
+versions older than the period go), or the administrator's smaller `--memory-versions`.
 
-The counts live on the agent's feed row (`memory_feeds.entries`, `.bytes`), kept by every
-change under the row lock that every writer of the agent takes, so an agent's quota is exact.
-A user's total is the sum over their agents' rows, read without their locks: writers of two
-agents of one user at the same instant may pass it by one write each.
+The counts live on the agent's feed row (`memory_feeds.entries`, `.bytes`, `.version_bytes`),
+kept by every change under the row lock that every writer of the agent takes, so an agent's
+quota is exact. A user's total is the sum over their agents' rows, read without their locks:
+writers of two agents of one user at the same instant may pass it by one write each.
 """
 
 from __future__ import annotations
@@ -71,6 +79,10 @@ class MemoryQuotas:
     user_entries: int = 50_000
     user_bytes: int = 500 * MB
     versions_per_entry: int = 20
+    # Versions hold each note's current text too: three times the live bytes leaves room
+    # for a few versions of every note, and for notes forgotten within retention.
+    agent_version_bytes: int = 300 * MB
+    user_version_bytes: int = 1500 * MB
 
 
 DEFAULT_QUOTAS = MemoryQuotas()
@@ -82,6 +94,8 @@ OPTIONS = {
     "user_entries": "--memory-user-entries",
     "user_bytes": "--memory-user-bytes",
     "versions_per_entry": "--memory-versions",
+    "agent_version_bytes": "--memory-agent-version-bytes",
+    "user_version_bytes": "--memory-user-version-bytes",
 }
 
 _SIZE = re.compile(r"(\d+)\s*([KMG]B?|B)?", re.IGNORECASE)
@@ -108,6 +122,7 @@ def quotas_of(request: Request) -> MemoryQuotas:
 class Usage:
     entries: int
     bytes: int
+    version_bytes: int
 
 
 def _size(count: int) -> str:
@@ -115,10 +130,11 @@ def _size(count: int) -> str:
 
 
 def check_write(
-    quotas: MemoryQuotas, agent: Usage, user: Usage, *, entries: int, size: int
+    quotas: MemoryQuotas, agent: Usage, user: Usage, *, entries: int, size: int, version: int
 ) -> None:
-    """Refuse a write that adds `entries` (0 or 1) and `size` bytes (may be negative) when
-    it would bring the agent's or the user's store over a quota."""
+    """Refuse a write that adds `entries` (0 or 1), `size` bytes (may be negative) and a
+    version of `version` bytes when it would bring the agent's or the user's store over a
+    quota."""
     free = (
         "forget notes the agent no longer needs (memory_forget, or the owner's memory "
         "pages), or ask the portal's administrator to raise"
@@ -154,4 +170,28 @@ def check_write(
             f"agents may keep; nothing was stored: {free} {OPTIONS['user_bytes']}",
             code="user_bytes_quota",
             option=OPTIONS["user_bytes"],
+        )
+    kept = (
+        "the owner can set a retention period for the namespace on the agent's memory page "
+        "(versions and forgotten notes older than it go), or ask the portal's administrator "
+        "to raise"
+    )
+    if agent.version_bytes + version > quotas.agent_version_bytes:
+        raise QuotaExceeded(
+            f"this note's version would bring the versions this agent's notes keep in the "
+            f"portal (forgotten notes' included) to {_size(agent.version_bytes + version)}, "
+            f"over the {_size(quotas.agent_version_bytes)} it may keep; nothing was stored: "
+            f"{kept} {OPTIONS['agent_version_bytes']}",
+            code="agent_version_bytes_quota",
+            option=OPTIONS["agent_version_bytes"],
+        )
+    if user.version_bytes + version > quotas.user_version_bytes:
+        raise QuotaExceeded(
+            f"this note's version would bring the versions that the notes of this agent's "
+            f"owner's agents keep in the portal (forgotten notes' included) to "
+            f"{_size(user.version_bytes + version)}, over the "
+            f"{_size(quotas.user_version_bytes)} one user's agents may keep; nothing was "
+            f"stored: {kept} {OPTIONS['user_version_bytes']}",
+            code="user_version_bytes_quota",
+            option=OPTIONS["user_version_bytes"],
         )

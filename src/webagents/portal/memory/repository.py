@@ -12,7 +12,17 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Select, and_, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    LargeBinary,
+    Select,
+    and_,
+    cast,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -76,6 +86,7 @@ class MemoryStore:
             "vectors_version": 0,
             "entries": 0,
             "bytes": 0,
+            "version_bytes": 0,
         }
         if self.session.get_bind().dialect.name == "postgresql":
             self.session.execute(
@@ -96,34 +107,42 @@ class MemoryStore:
     # Usage, for the quotas (quotas.py): kept on the feed row, changed under its lock.
 
     def usage(self) -> Usage:
-        """This agent's live entries and their bytes."""
+        """This agent's live entries and their bytes, and the bytes of its versions."""
         found = self.session.execute(
-            select(MemoryFeed.entries, MemoryFeed.bytes).where(MemoryFeed.agent_id == self.agent_id)
+            select(MemoryFeed.entries, MemoryFeed.bytes, MemoryFeed.version_bytes).where(
+                MemoryFeed.agent_id == self.agent_id
+            )
         ).one_or_none()
-        return Usage(int(found[0]), int(found[1])) if found is not None else Usage(0, 0)
+        return Usage(*(int(n) for n in found)) if found is not None else Usage(0, 0, 0)
 
     def owners_usage(self) -> Usage:
-        """The live entries and bytes of every agent of this agent's owner: a sum, the one
-        figure about other agents this store answers (the owner's quota)."""
+        """The usage of every agent of this agent's owner: a sum, the one figure about
+        other agents this store answers (the owner's quota)."""
         owner = select(Agent.user_id).where(Agent.id == self.agent_id).scalar_subquery()
         found = self.session.execute(
             select(
                 func.coalesce(func.sum(MemoryFeed.entries), 0),
                 func.coalesce(func.sum(MemoryFeed.bytes), 0),
+                func.coalesce(func.sum(MemoryFeed.version_bytes), 0),
             )
             .join(Agent, Agent.id == MemoryFeed.agent_id)
             .where(Agent.user_id == owner)
         ).one()
-        return Usage(int(found[0]), int(found[1]))
+        return Usage(*(int(n) for n in found))
 
-    def count(self, entries: int, size: int) -> None:
-        """Add a change's entries (+1, -1 or 0) and bytes to the agent's usage."""
-        if entries == 0 and size == 0:
+    def count(self, entries: int, size: int, version_bytes: int = 0) -> None:
+        """Add a change's entries (+1, -1 or 0), bytes and version bytes to the agent's
+        usage."""
+        if entries == 0 and size == 0 and version_bytes == 0:
             return
         self.session.execute(
             update(MemoryFeed)
             .where(MemoryFeed.agent_id == self.agent_id)
-            .values(entries=MemoryFeed.entries + entries, bytes=MemoryFeed.bytes + size)
+            .values(
+                entries=MemoryFeed.entries + entries,
+                bytes=MemoryFeed.bytes + size,
+                version_bytes=MemoryFeed.version_bytes + version_bytes,
+            )
             .execution_options(synchronize_session=False)
         )
 
@@ -249,6 +268,7 @@ class MemoryStore:
     # Versions.
 
     def add_version(self, version: MemoryVersion) -> None:
+        """Keep a version (its bytes the caller counts, with the change's: one UPDATE)."""
         version.agent_id = self.agent_id
         self.session.add(version)
 
@@ -264,11 +284,25 @@ class MemoryStore:
             .limit(1)
             .scalar_subquery()
         )
-        self.session.execute(
-            delete(MemoryVersion)
-            .where(*mine, MemoryVersion.cursor < oldest_kept)
-            .execution_options(synchronize_session=False)
+        self.drop_versions(*mine, MemoryVersion.cursor < oldest_kept)
+
+    def drop_versions(self, *where: ColumnElement[bool]) -> int:
+        """Drop this agent's versions that match `where`, their bytes taken off its usage:
+        how many."""
+        content = MemoryVersion.content
+        octets = (
+            func.octet_length(content)
+            if self.session.get_bind().dialect.name == "postgresql"
+            else func.length(cast(content, LargeBinary))
         )
+        dropped = self.session.execute(
+            delete(MemoryVersion)
+            .where(MemoryVersion.agent_id == self.agent_id, *where)
+            .returning(octets)
+            .execution_options(synchronize_session=False)
+        ).all()
+        self.count(0, 0, -sum(int(size) for (size,) in dropped))
+        return len(dropped)
 
     def versions(self, entry_id: uuid.UUID) -> list[MemoryVersion]:
         return list(

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, delete, false, or_, select
+from sqlalchemy import ColumnElement, and_, false, or_, select
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
 from ..accounts.auth import scope_of
@@ -197,14 +197,9 @@ def sweep_agent(db: Session, agent_id: uuid.UUID, now: datetime) -> Swept:
             continue  # changed meanwhile: not expired any more
         if gone:
             removed.append((namespace, key))
-    old = db.execute(
-        delete(MemoryVersion).where(
-            MemoryVersion.agent_id == agent_id,
-            _expired(rules, now, MemoryVersion.namespace, MemoryVersion.at),
-        )
-    )
+    old = store.drop_versions(_expired(rules, now, MemoryVersion.namespace, MemoryVersion.at))
     db.flush()
-    return Swept(removed, int(getattr(old, "rowcount", 0) or 0))
+    return Swept(removed, old)
 
 
 def agents_with_rules(db: Session) -> list[uuid.UUID]:

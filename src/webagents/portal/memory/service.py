@@ -153,9 +153,12 @@ def put(
     ):
         return entry_out(current)  # nothing new: no version, no change in the feed
     added = 0 if current is not None else 1
-    grown = _bytes(content) - (_bytes(current.content) if current is not None else 0)
-    if added or grown > 0:  # a write that adds nothing is never refused
-        check_write(quotas, store.usage(), store.owners_usage(), entries=added, size=grown)
+    size = _bytes(content)
+    grown = size - (_bytes(current.content) if current is not None else 0)
+    # Checked at every put, as each keeps a version; entries and bytes only where they grow.
+    check_write(
+        quotas, store.usage(), store.owners_usage(), entries=added, size=grown, version=size
+    )
     if entry is None:
         entry = MemoryEntry(
             id=entry_id(store.agent_id, namespace, key), namespace=namespace, key=key
@@ -172,7 +175,7 @@ def put(
     entry.cursor = cursor
     store.add_version(_version_of(entry, "put", by, moment, cursor))
     store.session.flush()
-    store.count(added, grown)
+    store.count(added, grown, size)
     store.prune_versions(entry.id, quotas.versions_per_entry)
     return entry_out(entry)
 
@@ -198,8 +201,10 @@ def delete(
     _check_precondition(current, content_sha256)
     if current is None:
         return False
+    forgotten = _bytes(current.content)
+    # The forgetting's version keeps the forgotten text (to restore it): counted, not refused.
     store.add_version(_version_of(current, "delete", by, moment, cursor))
-    store.count(-1, -_bytes(current.content))
+    store.count(-1, -forgotten, forgotten)
     current.deleted_at = moment
     current.updated_at = moment
     current.cursor = cursor
