@@ -25,7 +25,7 @@ from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import running
 from tests.e2e.test_memory_served import _driver, tool
-from webagents.portal_client import PortalClient
+from webagents.portal_link.client import PortalClient
 from webagents.testing import FunctionModel, ScriptedServer
 
 from .processes import Served

@@ -24,7 +24,7 @@ from tests.conftest import write_agent
 from tests.e2e.conftest import child_env, webagents_command
 from tests.e2e.test_memory_served import _driver, index_lines
 from webagents.model import ModelRequest
-from webagents.portal_client import PortalClient
+from webagents.portal_link.client import PortalClient
 from webagents.testing import FunctionModel, ScriptedServer
 
 from .processes import Served

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import write_agent
-from webagents.portal_client import PortalClient, SignInError
+from webagents.portal_link.client import PortalClient, SignInError
 
 from .conftest import PASSWORD, csrf_of
 from .processes import Served

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import click
 
 from ..errors import ConfigError, WebAgentsError
-from ..portal_client import (
+from ..portal_link.client import (
     Login,
     PortalClient,
     SignInError,

@@ -32,11 +32,11 @@ from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
+from ..portal_link.chats import merged
 from ..skills.base import SlashCommand
 from ..skills.memory.rights import rights_of
 from ..skills.memory.skill import MemorySkill
 from ..skills.session import SessionConflict, SessionFile, SessionSkill, SessionSummary
-from ..skills.session.portal import merged
 from ..skills.session.session_file import new_session
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -16,8 +16,8 @@ from starlette.types import ASGIApp
 from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
+from ..portal_link.connect import AGENT_TOKEN_ENV, Connector, agent_key
 from ..server import AgentHost, ServedAgent, create_app
-from ..server.connect import AGENT_TOKEN_ENV, Connector, agent_key
 from ..server.connections import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
 from ..server.flood import AcceptErrors
 from ..testing import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel

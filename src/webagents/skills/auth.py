@@ -312,7 +312,7 @@ def _link(agent: AgentInfo) -> dict[str, Any] | None:
 
 
 def _login_portal(agent: AgentInfo) -> str | None:
-    from ..portal_client import load_login
+    from ..portal_link.client import load_login
 
     kept = load_login(agent.profile)
     return kept.portal if kept else None

@@ -3,7 +3,7 @@
 Each namespace's changes after its cursor, written through the same store code as the tools'
 writes (rights, atomic writes, the index), never over a file that cannot be read (reported
 instead) and never over a local change not yet pushed: such a change goes to the outbox, and
-its push settles it against the portal's (`sync_push`). A page's notes are made durable
+its push settles it against the portal's (`push`). A page's notes are made durable
 together (`note_batch.write_many`) and only then is the page's cursor saved: a crash mid-pull
 pulls the page again, which changes nothing written. Every line is checked against rights.py
 (`synced`) and written only into its own namespace's folder.
@@ -19,14 +19,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import ToolError
-from ...portal_client import BadCursor, PortalClient
-from .index import MemoryIndex
-from .layout import EPISODE_PREFIX, is_key
-from .note_batch import Write, write_many
-from .note_file import Note, NoteFormatError
-from .notes import NoteChanged, NoteStore
-from .rights import synced
-from .sync_files import (
+from ...skills.memory.index import MemoryIndex
+from ...skills.memory.layout import EPISODE_PREFIX, is_key
+from ...skills.memory.note_batch import Write, write_many
+from ...skills.memory.note_file import Note, NoteFormatError
+from ...skills.memory.notes import NoteChanged, NoteStore
+from ...skills.memory.rights import synced
+from ..client import BadCursor, PortalClient
+from .files import (
     SyncFiles,
     SyncState,
     entry_id,

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from ...errors import WebAgentsError
-from .note_file import first_line_summary
+from ...skills.memory.note_file import first_line_summary
 from .sync import PortalSync
 
 log = logging.getLogger("webagents.memory")

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from .errors import ConfigError, WebAgentsError
+from ..errors import ConfigError, WebAgentsError
 
 PORTAL_URL_ENV = "ROBUTLER_API_URL"
 DEFAULT_PORTAL = "http://127.0.0.1:8700"
@@ -318,7 +318,7 @@ class Login:
 def load_login(profile: str | None) -> Login | None:
     import json
 
-    from .home import login_file
+    from ..home import login_file
 
     path = login_file(profile)
     if not path.exists():
@@ -342,14 +342,14 @@ def save_login(profile: str | None, login: Login) -> None:
     import json
     from dataclasses import asdict
 
-    from ._files import atomic_write
-    from .home import login_file
+    from .._files import atomic_write
+    from ..home import login_file
 
     atomic_write(login_file(profile), (json.dumps(asdict(login), indent=2) + "\n").encode())
 
 
 def forget_login(profile: str | None) -> bool:
-    from .home import login_file
+    from ..home import login_file
 
     try:
         login_file(profile).unlink()

@@ -5,13 +5,13 @@ with this machine entry by entry, in both directions.
 rounds, search, /memory's lines) and the background thread that runs the rounds. A round
 pushes the outbox, then pulls, under one lock across the agent's processes.
 
-- Every durable local write and forget is appended to the outbox (`sync_files`) before it
+- Every durable local write and forget is appended to the outbox (`files`) before it
   is acknowledged, and a round runs as soon as the portal answers. Offline, changes simply
   wait there.
 - The push, exactly once in effect, and the conflicts it finds (the later change stays
-  current, the other is kept as a version): `sync_push`.
+  current, the other is kept as a version): `push`.
 - The pull, never over a file that cannot be read nor over a change here not yet pushed:
-  `sync_pull`.
+  `pull`.
 - Which namespaces are carried is rights.py's (`synced`); a conversation's search and its
   /memory see only what its `Rights` may read.
 - A process's first round is awaited (briefly) before its first `## Memory` block is built,
@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WebAgentsError
-from ...portal_client import PortalClient, PortalUnreachable
-from .index import MemoryIndex
-from .notes import NoteStore
-from .rights import synced
-from .sync_files import PortalLink, SyncFiles, now, put_line
-from .sync_pull import Puller
-from .sync_push import Pusher
+from ...skills.memory.index import MemoryIndex
+from ...skills.memory.notes import NoteStore
+from ...skills.memory.rights import synced
+from ..client import PortalClient, PortalUnreachable
+from .files import PortalLink, SyncFiles, now, put_line
+from .pull import Puller
+from .push import Pusher
 
 log = logging.getLogger("webagents.memory")
 

@@ -5,7 +5,7 @@ Only the terminal chat asks for this (`SessionSkill.record_owner_chats`): served
 conversations reach the agent through the portal already and are kept as before. Recording
 needs the profile's sign-in (`webagents login`) and the folder's link (`webagents publish`);
 without either the conversation stays on this machine and `notice` says which is missing.
-Turns go through a durable outbox (`outbox.py`), so a portal that does not answer, or a
+Turns go through a durable outbox (`chat_outbox.py`), so a portal that does not answer, or a
 sign-in that expired, loses nothing: they are recorded, once, when it answers again.
 """
 
@@ -16,10 +16,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError, WebAgentsError
-from ...home import is_agent_id
-from ...model import Message
-from ...portal_client import (
+from ..errors import ConfigError, WebAgentsError
+from ..home import is_agent_id
+from ..model import Message
+from ..skills.session.protocol import SessionSummary
+from .chat_outbox import Call, ChatOutbox, OutboxError, PortalMessage
+from .client import (
     AgentNotPublished,
     Login,
     PortalClient,
@@ -27,8 +29,6 @@ from ...portal_client import (
     SignInError,
     load_login,
 )
-from .outbox import Call, ChatOutbox, OutboxError, PortalMessage
-from .protocol import SessionSummary
 
 TIMEOUT = 15.0
 """Seconds a call to the portal may take before the turn is kept for later instead."""
@@ -269,6 +269,6 @@ def _instant(text: str) -> float:
 
 
 def _usable_id(value: object) -> bool:
-    from ...context import is_conversation_id
+    from ..context import is_conversation_id
 
     return isinstance(value, str) and is_conversation_id(value)

@@ -25,9 +25,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from ..home import agent_key_file, is_agent_id
+from ..server.hosting import AgentHost, ServedAgent
+from ..server.relay import Frame, RelayedRequest, SendFrame
 from ..skills.auth import AuthSkill
-from .hosting import AgentHost, ServedAgent
-from .relay import Frame, RelayedRequest, SendFrame
 
 log = logging.getLogger("webagents.connect")
 
@@ -339,7 +339,7 @@ def target_of(served: ServedAgent, forced: bool) -> Target | None:
         return Target(served.name, relay.portal, relay.agent_id)
     if not forced:
         return None
-    from ..portal_client import load_login, portal_url
+    from .client import load_login, portal_url
 
     kept = load_login(served.agent.info.profile)
     return Target(served.name, portal_url(None, kept.portal if kept else None), None)

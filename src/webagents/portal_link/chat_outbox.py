@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from ..._files import exclusive, open_file_at, open_lock, open_private_dir, write_at
-from ...context import is_conversation_id
-from ...errors import WebAgentsError
-from ...home import chat_outbox_dir
-from ...portal_client import CHAT_MESSAGE_CHARS, CHAT_MESSAGES_PER_CALL
+from .._files import exclusive, open_file_at, open_lock, open_private_dir, write_at
+from ..context import is_conversation_id
+from ..errors import WebAgentsError
+from ..home import chat_outbox_dir
+from .client import CHAT_MESSAGE_CHARS, CHAT_MESSAGES_PER_CALL
 
 FORMAT = 1
 

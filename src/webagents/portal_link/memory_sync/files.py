@@ -17,7 +17,7 @@
   happens under it, and a round starts by removing the temporary files of a save that a
   stopped process left.
 
-It also holds what both halves of the sync (`sync_push`, `sync_pull`) and their entry point
+It also holds what both halves of the sync (`push`, `pull`) and their entry point
 (`sync`) speak: an entry's id and content hash, an outbox line, and times.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 from ..._files import open_file_at, open_private_dir, write_at
 from ...errors import ConfigError
 from ...home import agent_key_file, is_agent_id, webagents_home
-from ...portal_client import AGENT_TOKEN_ENV, load_login, portal_url
+from ..client import AGENT_TOKEN_ENV, load_login, portal_url
 
 log = logging.getLogger("webagents.memory")
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...portal_client import PortalClient, Refused, StaleEntry
-from .layout import is_key
-from .note_file import NoteFormatError
-from .notes import NoteStore
-from .rights import synced
-from .sync_files import (
+from ...skills.memory.layout import is_key
+from ...skills.memory.note_file import NoteFormatError
+from ...skills.memory.notes import NoteStore
+from ...skills.memory.rights import synced
+from ..client import PortalClient, Refused, StaleEntry
+from .files import (
     REFUSED,
     SyncFiles,
     SyncState,
@@ -37,7 +37,7 @@ from .sync_files import (
     put_line,
     when,
 )
-from .sync_pull import Puller
+from .pull import Puller
 
 log = logging.getLogger("webagents.memory")
 
