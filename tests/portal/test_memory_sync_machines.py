@@ -102,7 +102,8 @@ class Machines:
 
     def entry(self, namespace: str, key: str) -> dict[str, Any] | None:
         with self.client() as client:
-            return client.memory_get(namespace, key)
+            found = client.memory_get(namespace, key)
+        return found.model_dump(mode="json") if found is not None else None
 
     def versions(self) -> list[tuple[str, str, str, str]]:
         """Every version the portal keeps of this agent's notes: (namespace, key, op, content)."""

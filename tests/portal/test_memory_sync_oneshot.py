@@ -95,7 +95,8 @@ class Machines:
 
     def entry(self, namespace: str, key: str) -> dict[str, Any] | None:
         with PortalClient(self.portal.url, self.key) as client:
-            return client.memory_get(namespace, key)
+            found = client.memory_get(namespace, key)
+        return found.model_dump(mode="json") if found is not None else None
 
     def put(self, key: str, content: str, description: str) -> None:
         """A note written into the portal by another machine (the agent's key, as a sync)."""

@@ -16,7 +16,8 @@ from starlette.types import ASGIApp
 from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
-from ..portal_link.connect import AGENT_TOKEN_ENV, Connector, agent_key
+from ..portal_link.connect import Connector, agent_key
+from ..portal_link.login import AGENT_TOKEN_ENV
 from ..server import AgentHost, ServedAgent, create_app
 from ..server.connections import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
 from ..server.flood import AcceptErrors

@@ -19,16 +19,12 @@ from typing import Any
 from ..errors import ConfigError, WebAgentsError
 from ..home import is_agent_id
 from ..model import Message
+from ..portal_wire.times import wire_time
 from ..skills.session.protocol import SessionSummary
 from .chat_outbox import Call, ChatOutbox, OutboxError, PortalMessage
-from .client import (
-    AgentNotPublished,
-    Login,
-    PortalClient,
-    PortalUnreachable,
-    SignInError,
-    load_login,
-)
+from .client import PortalClient
+from .errors import AgentNotPublished, PortalUnreachable, SignInError
+from .login import Login, load_login
 
 TIMEOUT = 15.0
 """Seconds a call to the portal may take before the turn is kept for later instead."""
@@ -200,17 +196,15 @@ class PortalChats:
             return None
         chats: list[SessionSummary] = []
         for chat in found:
-            chat_id = str(chat["chatId"])
-            session_id = chat.get("sessionId")
             chats.append(
                 SessionSummary(
-                    id=str(session_id) if _usable_id(session_id) else chat_id,
-                    title=str(chat.get("preview") or "(no messages)"),
-                    updated=str(chat["updatedAt"]),
+                    id=chat.sessionId if _usable_id(chat.sessionId) else chat.chatId,
+                    title=chat.preview or "(no messages)",
+                    updated=wire_time(chat.updatedAt),
                     turns=0,
                     where="portal",
-                    chat_id=chat_id,
-                    message_count=int(chat.get("messageCount") or 0),
+                    chat_id=chat.chatId,
+                    message_count=chat.messageCount,
                 )
             )
         return chats

@@ -28,13 +28,14 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ...errors import WebAgentsError
+from ...portal_wire.memory import SearchAnswer
 from ...skills.memory.index import MemoryIndex
 from ...skills.memory.notes import NoteStore
 from ...skills.memory.rights import synced
-from ..client import PortalClient, PortalUnreachable
+from ..client import PortalClient
+from ..errors import PortalUnreachable
 from .files import PortalLink, SyncFiles, now, put_line
 from .pull import Puller
 from .push import Pusher
@@ -187,19 +188,15 @@ class PortalSync:
 
     # -- what conversations see -------------------------------------------------------------
 
-    def search(self, query: str, namespaces: list[str], limit: int = 10) -> dict[str, Any]:
+    def search(self, query: str, namespaces: list[str], limit: int = 10) -> SearchAnswer:
         """The portal's (semantic and full-text) results over `namespaces` only, which the
         caller's rights chose; raises PortalUnreachable and the client's errors."""
         with self.connect() as client:
             answer = client.memory_search(query, namespaces, limit=limit)
         allowed = set(namespaces)
-        answer["entries"] = [
-            e
-            for e in answer.get("entries") or []
-            if isinstance(e, dict)
-            and e.get("namespace") in allowed  # never anything else, whatever the portal says
-        ]
-        return answer
+        # Never anything else, whatever the portal says.
+        kept = [hit for hit in answer.entries if hit.namespace in allowed]
+        return answer.model_copy(update={"entries": kept})
 
     def report(self, namespaces: list[str]) -> list[str]:
         """/memory's lines about the sync; conflicts only of `namespaces` (the caller's)."""
