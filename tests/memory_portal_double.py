@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from webagents.portal_client import PortalClient
+from webagents.portal_link.client import PortalClient
 
 AGENT = "6c1f6c9e-2f0e-4d53-a7a4-1f5d2c3b4a59"
 KEY = "rok_agent_test_key"

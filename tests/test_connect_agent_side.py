@@ -27,9 +27,9 @@ from webagents.cli import main
 from webagents.home import agent_key_file
 from webagents.model import ModelRequest
 from webagents.offline import offline_reply
+from webagents.portal_link import connect as connect_module
+from webagents.portal_link.connect import Connector, backoff
 from webagents.server import AgentHost, ServedAgent, create_app
-from webagents.server import connect as connect_module
-from webagents.server.connect import Connector, backoff
 from webagents.server.daemon import FolderHost
 from webagents.skills.auth import AuthSkill
 from webagents.testing import FunctionModel

@@ -17,10 +17,10 @@ import pytest
 
 from tests.connect_portal import FakePortal
 from tests.test_connect_agent_side import FRIDAY, served_agent
+from webagents.portal_link import connect as connect_module
+from webagents.portal_link.connect import AgentConnection, Target
 from webagents.server import AgentHost
-from webagents.server import connect as connect_module
 from webagents.server import relay as relay_module
-from webagents.server.connect import AgentConnection, Target
 
 
 def _nested(depth: int) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 import pytest
 
 from webagents.cli import account
-from webagents.portal_client import DeviceAnswer, SignInError
+from webagents.portal_link.client import DeviceAnswer
+from webagents.portal_link.errors import SignInError
 
 DEVICE_PAGE = "http://127.0.0.1:8700/device"
 

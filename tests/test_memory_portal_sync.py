@@ -23,10 +23,10 @@ from tests.memory_helpers import ALICE, BOB, OWNER, memory_agent, use
 from tests.memory_portal_double import KEY, MemoryDouble
 from webagents.agent_file import load_agent
 from webagents.errors import ConfigError
+from webagents.portal_link.memory_sync.files import SyncFiles
+from webagents.portal_link.memory_sync.sync import PortalSync
 from webagents.rights import rights_of
 from webagents.skills.memory import MemorySkill
-from webagents.skills.memory.sync import PortalSync
-from webagents.skills.memory.sync_files import SyncFiles
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
-"""Our client keeps the sync cursor as the portal gave it (SPEC P5, P7; sync_pull.py,
-sync_files.kept_cursor): an opaque string is kept and sent back unchanged (characters a
-query must escape included), an older portal's integer works, a cursor the portal no longer
-knows (400 `bad_cursor`) restarts the pull from the start, and a page without a cursor
-never makes the pull ask for the same page forever. Against the portal's stand-in
-(`memory_portal_double`); the real portal's side is tests/portal/test_memory_sync_cursor.py."""
+"""Our client keeps the sync cursor as the portal gave it (SPEC P5, P7;
+portal_link/memory_sync/pull.py, files.kept_cursor): an opaque string is kept and sent back
+unchanged (characters a query must escape included), an older portal's integer works, a
+cursor the portal no longer knows (400 `bad_cursor`) restarts the pull from the start, and a
+page without a cursor never makes the pull ask for the same page forever. Against the
+portal's stand-in (`memory_portal_double`); the real portal's side is
+tests/portal/test_memory_sync_cursor.py."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import pytest
 
 from tests.memory_helpers import memory_agent
 from tests.memory_portal_double import KEY, OPAQUE, MemoryDouble
+from webagents.portal_link.memory_sync.sync import PortalSync
 from webagents.skills.memory import MemorySkill
-from webagents.skills.memory.sync import PortalSync
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ from webagents.portal.db.tables import MemoryVersion
 from webagents.portal.errors import BadInput, Conflict, NotFound
 from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
-from webagents.portal.memory.schemas import EntryOut, SyncLineIn, TooLarge, entry_id
+from webagents.portal.memory.schemas import SyncLineIn, TooLarge, entry_id
+from webagents.portal_wire.memory import EntryOut
 
 from .conftest import make_account
 from .memory_helpers import publish, publish_for

@@ -1,5 +1,5 @@
 """The sync cursor is an opaque string both ways (SPEC P5; portal/memory/schemas.cursor_of,
-skills/memory/sync_pull.py): `GET action=sync` answers it as a string (the platform's SDK
+portal_link/memory_sync/pull.py): `GET action=sync` answers it as a string (the platform's SDK
 keeps nothing else), takes it back as it came, refuses one it never gave with a 400 that
 says what to send; our client keeps what it was given, and the cursors older versions saved
 in state.json (integers) keep working. On SQLite and PostgreSQL."""
@@ -21,8 +21,8 @@ from tests.memory_helpers import memory_agent
 from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.settings import PortalSettings
-from webagents.portal_client import PortalClient
-from webagents.skills.memory.sync import PortalSync
+from webagents.portal_link.client import PortalClient
+from webagents.portal_link.memory_sync.sync import PortalSync
 
 from .conftest import make_client
 from .memory_helpers import Published, publish

@@ -25,7 +25,7 @@ from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import running
 from tests.e2e.test_memory_served import _driver, tool
-from webagents.portal_client import PortalClient
+from webagents.portal_link.client import PortalClient
 from webagents.testing import FunctionModel, ScriptedServer
 
 from .processes import Served
@@ -104,7 +104,8 @@ class Machines:
 
     def entry(self, namespace: str, key: str) -> dict[str, Any] | None:
         with self.client() as client:
-            return client.memory_get(namespace, key)
+            found = client.memory_get(namespace, key)
+        return found.model_dump(mode="json") if found is not None else None
 
     def versions(self) -> list[tuple[str, str, str, str]]:
         """Every version the portal keeps of this agent's notes: (namespace, key, op, content)."""

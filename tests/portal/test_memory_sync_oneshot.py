@@ -24,7 +24,7 @@ from tests.conftest import write_agent
 from tests.e2e.conftest import child_env, webagents_command
 from tests.e2e.test_memory_served import _driver, index_lines
 from webagents.model import ModelRequest
-from webagents.portal_client import PortalClient
+from webagents.portal_link.client import PortalClient
 from webagents.testing import FunctionModel, ScriptedServer
 
 from .processes import Served
@@ -97,7 +97,8 @@ class Machines:
 
     def entry(self, namespace: str, key: str) -> dict[str, Any] | None:
         with PortalClient(self.portal.url, self.key) as client:
-            return client.memory_get(namespace, key)
+            found = client.memory_get(namespace, key)
+        return found.model_dump(mode="json") if found is not None else None
 
     def put(self, key: str, content: str, description: str) -> None:
         """A note written into the portal by another machine (the agent's key, as a sync)."""

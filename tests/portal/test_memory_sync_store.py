@@ -20,9 +20,9 @@ from tests.memory_helpers import ALICE, OWNER, memory_agent, use
 from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.settings import PortalSettings
-from webagents.portal_client import PortalClient
+from webagents.portal_link.client import PortalClient
+from webagents.portal_link.memory_sync.sync import PortalSync
 from webagents.skills.memory import MemorySkill
-from webagents.skills.memory.sync import PortalSync
 
 from .conftest import make_client
 from .memory_helpers import Published, publish

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from tests.conftest import write_agent
-from webagents.portal_client import PortalClient, SignInError
+from webagents.portal_link.client import PortalClient
+from webagents.portal_link.errors import SignInError
 
 from .conftest import PASSWORD, csrf_of
 from .processes import Served
@@ -37,7 +38,7 @@ def _put(portal: str, key: str, note: str) -> str:
     with PortalClient(portal, key) as client:
         entry = {"namespace": "owner", "key": note, "content": note, "description": ""}
         stored = client.memory_put({**entry, "source": "test", "at": None})
-    return str(stored["key"])
+    return stored.key
 
 
 def _browser(portal: str, username: str) -> httpx.Client:

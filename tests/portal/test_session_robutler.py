@@ -19,16 +19,12 @@ from sqlalchemy.orm import Session
 from webagents import Agent
 from webagents.caller import Caller
 from webagents.portal.accounts import service as accounts
-from webagents.portal_client import (
-    AgentNotPublished,
-    Login,
-    PortalClient,
-    PortalUnreachable,
-    save_login,
-)
+from webagents.portal_link.chat_outbox import ChatOutbox
+from webagents.portal_link.chats import PortalChats, link_of, merged
+from webagents.portal_link.client import PortalClient
+from webagents.portal_link.errors import AgentNotPublished, PortalUnreachable
+from webagents.portal_link.login import Login, save_login
 from webagents.skills.session import SessionSkill, SessionSummary
-from webagents.skills.session.outbox import ChatOutbox
-from webagents.skills.session.portal import PortalChats, link_of, merged
 from webagents.testing import ScriptedModel
 
 from .conftest import make_account

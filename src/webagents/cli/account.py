@@ -19,15 +19,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import click
 
 from ..errors import ConfigError, WebAgentsError
-from ..portal_client import (
-    Login,
-    PortalClient,
-    SignInError,
-    forget_login,
-    load_login,
-    portal_url,
-    save_login,
-)
+from ..portal_link.client import PortalClient
+from ..portal_link.errors import SignInError
+from ..portal_link.login import Login, forget_login, load_login, portal_url, save_login
 from .exit_codes import run_or_exit
 from .profile_option import current_profile, profile_option
 
@@ -57,8 +51,8 @@ def run_login(
         access = _browser_login(base, open_browser)
     with PortalClient(base, access) as client:
         user = client.me()
-    save_login(profile, Login(base, str(user["username"]), str(user["id"]), access))
-    click.echo(f"webagents: signed in to {base} as {user['username']}")
+    save_login(profile, Login(base, user.username, str(user.id), access))
+    click.echo(f"webagents: signed in to {base} as {user.username}")
 
 
 def _exchange_key(base: str, key: str, again: str) -> str:
@@ -66,7 +60,7 @@ def _exchange_key(base: str, key: str, again: str) -> str:
     command just run: the same key would be refused again)."""
     with PortalClient(base, key) as client:
         try:
-            return str(client.exchange_key()["access_token"])
+            return client.exchange_key().access_token
         except SignInError:
             raise SignInError(
                 f"the portal at {base} refused this API key (it is unknown there, or was "
@@ -80,7 +74,7 @@ def run_whoami(profile: str | None) -> None:
     kept = _kept(profile)
     with PortalClient(kept.portal, kept.access_token) as client:
         user = client.me()
-    click.echo(f"{user['username']} ({user['id']}) at {kept.portal}")
+    click.echo(f"{user.username} ({user.id}) at {kept.portal}")
 
 
 def run_logout(profile: str | None) -> None:

@@ -15,9 +15,9 @@ from rich.markup import escape
 from ..caller import Caller
 from ..context import is_conversation_id
 from ..model import Message
+from ..portal_link.chats import PortalChats, merged
 from ..rights import rights_of
 from ..skills.session import SessionFile, SessionSkill, SessionSummary
-from ..skills.session.portal import PortalChats, merged
 from ..skills.session.session_file import new_session
 from .terminal_text import printable
 

@@ -24,7 +24,9 @@ from ..agent_file import load_spec
 from ..caller import OWNER_NAMESPACE
 from ..errors import ConfigError
 from ..home import agent_key_file, is_agent_id
-from ..portal_client import PortalClient, Refused, SignInError, load_login
+from ..portal_link.client import PortalClient
+from ..portal_link.errors import Refused, SignInError
+from ..portal_link.login import load_login
 from .exit_codes import run_or_exit
 from .profile_option import current_profile, profile_option
 

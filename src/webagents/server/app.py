@@ -55,7 +55,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     connect: Callable[[FastAPI], Coroutine[Any, Any, None]] | None = None,
 ) -> FastAPI:
-    """`connect`: Portal Connect's connections (server/connect.py), run while serving; they
+    """`connect`: Portal Connect's connections (portal_link/connect.py), run while serving; they
     dispatch the requests the portal relays into this app."""
 
     @contextlib.asynccontextmanager

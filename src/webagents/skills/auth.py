@@ -31,13 +31,14 @@ from typing import Any
 
 import httpx
 import jwt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..access import CONNECT_TYPE, NOT_A_BEARER, Unauthorized, VerifierUnavailable
 from ..caller import Caller
 from ..context import AgentInfo
 from ..errors import ConfigError
 from ..home import is_agent_id
+from ..portal_wire.accounts import AgentAccess
 from .base import Skill
 
 log = logging.getLogger("webagents.auth")
@@ -191,11 +192,11 @@ class AuthSkill(Skill[AuthSettings]):
             if answer.status_code == 404:
                 return False  # the portal no longer knows the agent: nobody else is allowed
             answer.raise_for_status()
-            allowed = answer.json()["allowOthers"]
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            allowed = AgentAccess.model_validate_json(answer.content, strict=True).allowOthers
+        except (httpx.HTTPError, ValidationError) as exc:
             log.warning("auth: the owner's choice could not be read from %s (%s)", url, exc)
             raise VerifierUnavailable(UNREACHABLE) from None
-        return allowed is True
+        return allowed
 
     async def warm(self) -> None:
         """Fetch the portal's keys now if none are known (Portal Connect, once connected), so
@@ -312,7 +313,7 @@ def _link(agent: AgentInfo) -> dict[str, Any] | None:
 
 
 def _login_portal(agent: AgentInfo) -> str | None:
-    from ..portal_client import load_login
+    from ..portal_link.login import load_login
 
     kept = load_login(agent.profile)
     return kept.portal if kept else None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from ...portal_wire.accounts import MeOut, UserOut
 from ..db.tables import User
 from .auth import ApiCaller, Db
-from .schemas import MeOut, UserOut
 
 router = APIRouter(prefix="/api")
 

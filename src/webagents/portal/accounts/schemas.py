@@ -36,18 +36,6 @@ def check_key_name(given: str) -> str:
     return name
 
 
-class UserOut(BaseModel):
-    id: uuid.UUID
-    username: str
-    created_at: datetime
-
-
-class MeOut(BaseModel):
-    """`GET /api/users/me` (SPEC P3): `{user: {id, username, ...}}`."""
-
-    user: UserOut
-
-
 class ApiKeyOut(BaseModel):
     id: uuid.UUID
     name: str

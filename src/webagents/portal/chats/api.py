@@ -7,14 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from ...portal_wire.chats import ChatMessages, Conversations, Recorded
 from ..accounts.auth import ApiCaller, Db
 from . import service
 from .schemas import (
     LIST_LIMIT_DEFAULT,
     LIST_LIMIT_MAX,
-    ChatMessages,
-    Conversations,
-    Recorded,
     RecordIn,
 )
 

@@ -1,17 +1,15 @@
-"""What the chats API takes in and gives out (SPEC P9's shapes, camelCase where it says).
+"""What the chats API takes in (SPEC P9's shapes, camelCase where it says; its answers and
+the limits of one call are the wire's: portal_wire/chats.py).
 
 The limits are checked in the service, not here, so that a refusal says what to do (send
 more calls, send a long message in parts) instead of naming a pydantic rule."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_MESSAGES_PER_CALL = 50
-MAX_CONTENT_CHARS = 100_000
 MAX_PARTS = 10_000
 # One message whole (all its parts), and a whole chat: each part rewrites the message.
 MAX_MESSAGE_CHARS = 2_000_000
@@ -51,26 +49,3 @@ class RecordIn(BaseModel):
     sessionId: str = Field(min_length=1, max_length=200)
     messages: list[MessageIn]
     chatId: str | None = None
-
-
-class Recorded(BaseModel):
-    chatId: str
-
-
-class ConversationOut(BaseModel):
-    chatId: str
-    sessionId: str
-    updatedAt: datetime
-    messageCount: int
-    preview: str
-
-
-class Conversations(BaseModel):
-    conversations: list[ConversationOut]
-
-
-class ChatMessages(BaseModel):
-    """Messages in order: `role` and `content`, and `id`, `tool_calls`, `tool_call_id`,
-    `name` where they were given (absent otherwise)."""
-
-    messages: list[dict[str, Any]]

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from ...portal_wire.chats import MAX_CONTENT_CHARS, MAX_MESSAGES_PER_CALL, ConversationOut
 from ..accounts.scope import AccountScope
 from ..agents.repository import Agents
 from ..agents.service import get_agent
@@ -28,12 +29,9 @@ from ..storable import check_storable_json, within_depth
 from .repository import Chats
 from .schemas import (
     MAX_CHAT_CHARS,
-    MAX_CONTENT_CHARS,
     MAX_MESSAGE_CHARS,
-    MAX_MESSAGES_PER_CALL,
     MAX_PARTS,
     ROLES,
-    ConversationOut,
     MessageIn,
     RecordIn,
 )

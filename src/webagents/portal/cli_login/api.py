@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import JSONResponse
 
+from ...portal_wire.accounts import Revoked
 from ..accounts.auth import ApiCaller, Db, address_of
 from ..settings import PortalSettings
 from ..tokens import service as tokens
@@ -51,11 +52,11 @@ def device_token(
 
 
 @router.post("/cli/logout")
-def logout(request: Request, db: Db, scope: ApiCaller) -> dict[str, bool]:
+def logout(request: Request, db: Db, scope: ApiCaller) -> Revoked:
     """Revoke the access token this request carries (an API key is revoked on its page)."""
     credential = request.headers["authorization"].partition(" ")[2].strip()
     if credential.startswith("rok_"):
-        return {"revoked": False}
+        return Revoked(revoked=False)
     claims = tokens.verify(
         db,
         _settings(request),
@@ -64,4 +65,4 @@ def logout(request: Request, db: Db, scope: ApiCaller) -> dict[str, bool]:
         audience=tokens.PORTAL_AUDIENCE,
     )
     tokens.revoke(db, claims, scope.user_id)
-    return {"revoked": True}
+    return Revoked(revoked=True)

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from ...openai_wire import error_body
+from ...portal_wire.connect import PONG
 from ...server.api_errors import error_type
 from .. import json_body
 from ..accounts.auth import agent_and_key, bearer_scope
@@ -89,7 +90,7 @@ async def agent_socket(websocket: WebSocket) -> None:
             if frame is None:
                 continue  # not a frame of the contract: nothing to answer
             if frame["type"] == "ping":
-                connection.post(protocol.PONG)
+                connection.post(PONG)
             elif frame["type"] in protocol.REPLY_TYPES:
                 connection.deliver(frame)
     except Exception as exc:  # the socket broke: the same as a close

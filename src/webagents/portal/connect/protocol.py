@@ -1,11 +1,13 @@
 """The wire between the portal and an agent: JSON text frames with a `type` (docs/portal.md,
-"Portal Connect"). Built here, so that the shapes are written down once."""
+"Portal Connect"). The frames both sides read are portal_wire/connect.py's; built here."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from typing import Any
+
+from ...portal_wire.connect import ErrorFrame, Hello
 
 # A bad or missing agent key when the handshake could not be refused before the upgrade.
 CLOSE_UNAUTHORIZED = 4401
@@ -17,15 +19,14 @@ REPLY_TYPES = frozenset({"start", "data", "end", "error"})
 
 
 def hello(agent_id: uuid.UUID, agent_name: str, public_url: str, connection_id: uuid.UUID) -> str:
-    return _dump(
-        {
-            "type": "hello",
-            "agent_id": str(agent_id),
-            "agent_name": agent_name,
-            "public_url": public_url,
-            "connection_id": str(connection_id),
-        }
+    frame = Hello(
+        type="hello",
+        agent_id=str(agent_id),
+        agent_name=agent_name,
+        public_url=public_url,
+        connection_id=str(connection_id),
     )
+    return _dump(frame.model_dump())
 
 
 def request(request_id: str, assertion: str, body: dict[str, Any]) -> str:
@@ -36,12 +37,9 @@ def cancel(request_id: str) -> str:
     return _dump({"type": "cancel", "id": request_id})
 
 
-PONG = '{"type":"pong"}'
-
-
 def error(request_id: str, status: int, message: str, code: str) -> dict[str, Any]:
     """A reply's failure as a frame (the portal's own carry a `code` too)."""
-    return {"type": "error", "id": request_id, "status": status, "message": message, "code": code}
+    return ErrorFrame(id=request_id, status=status, message=message, code=code).model_dump()
 
 
 def parse(text: str) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
+from ...portal_wire.memory import EntryOut
 from ..accounts.auth import Db, SignedIn
 from ..accounts.scope import AccountScope
 from ..agents.service import get_agent
@@ -32,7 +33,7 @@ from . import export, retention, service
 from . import search as searching
 from .quotas import quotas_of
 from .repository import MemoryStore
-from .schemas import EntryOut, check_key, check_namespace
+from .schemas import check_key, check_namespace
 
 router = APIRouter(dependencies=[FormSecrets])
 

@@ -1,6 +1,6 @@
-"""What the memory store takes in and gives out: SPEC P5's shapes, and the checks of
-namespaces, keys and sizes (the agent's own rules, so that a note the store keeps is one the
-agent's folder can hold)."""
+"""What the memory store takes in (its answers are the wire's: portal_wire/memory.py), and
+the checks of namespaces, keys and sizes (the agent's own rules, so that a note the store
+keeps is one the agent's folder can hold)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, identity_is_nameable
+from ...portal_wire.memory import SyncLineFields
 from ...skills.memory.layout import KEY_RULE, is_key
 from ..errors import BadInput, PortalError
 from ..storable import check_storable
@@ -98,26 +99,6 @@ def check_note(content: str, description: str, source: str) -> None:
         )
 
 
-class EntryOut(BaseModel):
-    """SPEC P5's entry, and the hash of its content (our clients' precondition)."""
-
-    id: uuid.UUID
-    namespace: str
-    key: str
-    content: str
-    description: str
-    source: str
-    created_at: datetime
-    updated_at: datetime
-    content_sha256: str
-
-
-class SearchHit(EntryOut):
-    """An entry found by search, and how: `text` (full-text), `meaning` (semantic)."""
-
-    matched: list[Literal["text", "meaning"]]
-
-
 class PutIn(BaseModel):
     """PUT's body. `content_sha256`: absent or null, no precondition; "" the entry must not
     exist; a hash, the entry's current content must have it (else 409, nothing changed)."""
@@ -156,18 +137,7 @@ class SyncIn(BaseModel):
     lines: list[SyncLineIn] = Field(max_length=MAX_SYNC_LINES)
 
 
-class SyncLineOut(BaseModel):
-    """A change of the feed; a delete's content and description are null."""
-
-    op: Literal["put", "delete"]
-    id: uuid.UUID
-    namespace: str
-    key: str
-    content: str | None
-    description: str | None
-    source: str
-    at: datetime
-    content_sha256: str | None
+class SyncLineOut(SyncLineFields):
     cursor: int
 
     @field_serializer("cursor", when_used="json")
@@ -176,6 +146,8 @@ class SyncLineOut(BaseModel):
 
 
 class SyncPage(BaseModel):
+    """`GET action=sync`'s answer, read by clients as portal_wire's `SyncAnswer`."""
+
     lines: list[SyncLineOut]
     cursor: int
     more: bool

@@ -27,12 +27,13 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import TextClause, Uuid, bindparam, text
 
+from ...portal_wire.memory import SearchHit
 from ..embeddings import Embedder
 from ..errors import BadInput
 from ..storable import check_storable
 from . import vector_cache
 from .repository import MemoryStore
-from .schemas import SearchHit, check_namespace
+from .schemas import check_namespace
 from .service import entry_out
 
 log = logging.getLogger("webagents.portal.memory")

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from ...portal_wire.memory import EntryOut
 from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict, NotFound
 from ..storable import check_storable
@@ -20,7 +21,6 @@ from .quotas import DEFAULT_QUOTAS, MemoryQuotas, check_write
 from .repository import MemoryStore
 from .schemas import (
     MAX_SYNC_BYTES,
-    EntryOut,
     SyncLineIn,
     SyncLineOut,
     SyncPage,

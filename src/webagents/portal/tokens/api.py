@@ -8,20 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
 
+from ...portal_wire.accounts import AgentAccess, CliToken
 from ..accounts.auth import ApiKeyCaller, Db, address_of
 from ..agents.access import allows_others
 from ..settings import PortalSettings
 from . import service
 
 router = APIRouter()
-
-
-class CliToken(BaseModel):
-    access_token: str
-    username: str
-    user_id: str
 
 
 def _settings(request: Request) -> PortalSettings:
@@ -36,13 +30,13 @@ def jwks(request: Request, response: Response, db: Db) -> dict[str, Any]:
 
 
 @router.get("/api/agents/{agent_id}/access")
-def agent_access(response: Response, db: Db, agent_id: str) -> dict[str, bool]:
+def agent_access(response: Response, db: Db, agent_id: str) -> AgentAccess:
     """Whether the agent's owner allows other portal users to call it, as it stands now: the
     agent's `auth` skill asks before it serves a user's token, so that turning others off
     holds at once, for tokens minted before too. Public, like the keys: it tells what the
     portal's 403 to anyone asking for a token would tell."""
     response.headers["Cache-Control"] = "no-store"
-    return {"allowOthers": allows_others(db, agent_id)}
+    return AgentAccess(allowOthers=allows_others(db, agent_id))
 
 
 @router.post("/api/auth/cli/token")

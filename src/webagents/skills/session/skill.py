@@ -23,10 +23,10 @@ from ...caller import OWNER_NAMESPACE
 from ...compaction import Summary
 from ...context import AgentInfo, Context
 from ...errors import ConfigError
+from ...portal_link import chats as portal_chats
 from ...rights import rights_of
 from ..base import Restored, Skill
 from ..hooks import ConversationView, FinishedTurn
-from .portal import PortalChats
 from .session_file import SessionFile, Version, new_session, title_of
 from .store import LocalSessionStore
 
@@ -90,7 +90,7 @@ class SessionSkill(Skill[SessionSettings]):
         self._agent_dir = Path(agent_dir) if agent_dir is not None else None
         self._store: LocalSessionStore | None = None
         self._info: AgentInfo | None = None
-        self.portal: PortalChats | None = None
+        self.portal: portal_chats.PortalChats | None = None
         """backend: robutler, once the terminal chat asked for it (`record_owner_chats`)."""
 
     def bind(self, agent: AgentInfo) -> None:
@@ -120,7 +120,7 @@ class SessionSkill(Skill[SessionSettings]):
             raise ConfigError("the session skill is not part of an agent yet")
         return self._store
 
-    def record_owner_chats(self) -> PortalChats | None:
+    def record_owner_chats(self) -> portal_chats.PortalChats | None:
         """The terminal chat's call (P10): with backend: robutler, the owner's conversations
         are recorded as their chats on the portal from now on (served ones never are); None
         with backend: local. It contacts nothing: what is missing is its `notice`."""
@@ -130,7 +130,7 @@ class SessionSkill(Skill[SessionSettings]):
             info = self._info
             if info is None or info.directory is None:
                 raise ConfigError("the session skill is not part of an agent yet")
-            self.portal = PortalChats(info.directory, info.profile)
+            self.portal = portal_chats.PortalChats(info.directory, info.profile)
         return self.portal
 
     # -- hooks --------------------------------------------------------------------------------

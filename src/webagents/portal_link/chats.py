@@ -5,7 +5,7 @@ Only the terminal chat asks for this (`SessionSkill.record_owner_chats`): served
 conversations reach the agent through the portal already and are kept as before. Recording
 needs the profile's sign-in (`webagents login`) and the folder's link (`webagents publish`);
 without either the conversation stays on this machine and `notice` says which is missing.
-Turns go through a durable outbox (`outbox.py`), so a portal that does not answer, or a
+Turns go through a durable outbox (`chat_outbox.py`), so a portal that does not answer, or a
 sign-in that expired, loses nothing: they are recorded, once, when it answers again.
 """
 
@@ -16,19 +16,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError, WebAgentsError
-from ...home import is_agent_id
-from ...model import Message
-from ...portal_client import (
-    AgentNotPublished,
-    Login,
-    PortalClient,
-    PortalUnreachable,
-    SignInError,
-    load_login,
-)
-from .outbox import Call, ChatOutbox, OutboxError, PortalMessage
-from .protocol import SessionSummary
+from ..errors import ConfigError, WebAgentsError
+from ..home import is_agent_id
+from ..model import Message
+from ..portal_wire.times import wire_time
+from ..skills.session.protocol import SessionSummary
+from .chat_outbox import Call, ChatOutbox, OutboxError, PortalMessage
+from .client import PortalClient
+from .errors import AgentNotPublished, PortalUnreachable, SignInError
+from .login import Login, load_login
 
 TIMEOUT = 15.0
 """Seconds a call to the portal may take before the turn is kept for later instead."""
@@ -200,17 +196,15 @@ class PortalChats:
             return None
         chats: list[SessionSummary] = []
         for chat in found:
-            chat_id = str(chat["chatId"])
-            session_id = chat.get("sessionId")
             chats.append(
                 SessionSummary(
-                    id=str(session_id) if _usable_id(session_id) else chat_id,
-                    title=str(chat.get("preview") or "(no messages)"),
-                    updated=str(chat["updatedAt"]),
+                    id=chat.sessionId if _usable_id(chat.sessionId) else chat.chatId,
+                    title=chat.preview or "(no messages)",
+                    updated=wire_time(chat.updatedAt),
                     turns=0,
                     where="portal",
-                    chat_id=chat_id,
-                    message_count=int(chat.get("messageCount") or 0),
+                    chat_id=chat.chatId,
+                    message_count=chat.messageCount,
                 )
             )
         return chats
@@ -269,6 +263,6 @@ def _instant(text: str) -> float:
 
 
 def _usable_id(value: object) -> bool:
-    from ...context import is_conversation_id
+    from ..context import is_conversation_id
 
     return isinstance(value, str) and is_conversation_id(value)

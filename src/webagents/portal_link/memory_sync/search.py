@@ -8,7 +8,8 @@ import logging
 from typing import Any
 
 from ...errors import WebAgentsError
-from .note_file import first_line_summary
+from ...skills.memory.note_file import first_line_summary
+from .files import local_time
 from .sync import PortalSync
 
 log = logging.getLogger("webagents.memory")
@@ -31,21 +32,20 @@ async def portal_results(
         ]
     seen = {(hit["namespace"], hit["key"]) for hit in local}
     results: list[dict[str, Any]] = []
-    for entry in answer["entries"]:
-        if (entry.get("namespace"), entry.get("key")) in seen:
+    for entry in answer.entries:
+        if (entry.namespace, entry.key) in seen:
             continue
-        content = str(entry.get("content") or "")
         results.append(
             {
-                "key": entry.get("key"),
-                "namespace": entry.get("namespace"),
-                "description": entry.get("description") or first_line_summary(content),
-                "updated": entry.get("updated_at"),
-                "snippet": content[:200],
+                "key": entry.key,
+                "namespace": entry.namespace,
+                "description": entry.description or first_line_summary(entry.content),
+                "updated": local_time(entry.updated_at),
+                "snippet": entry.content[:200],
                 "from": "portal",
             }
         )
-    if answer.get("semantic") in ("off", "unavailable"):
-        said = "off" if answer["semantic"] == "off" else "unavailable just now"
+    if answer.semantic in ("off", "unavailable"):
+        said = "off" if answer.semantic == "off" else "unavailable just now"
         results.append({"from": "portal", "note": f"the portal's semantic search is {said}"})
     return results

@@ -20,18 +20,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 from starlette.types import ASGIApp
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from ..home import agent_key_file, is_agent_id
+from ..portal_wire.connect import Cancel, ErrorFrame, Hello
+from ..server.hosting import AgentHost, ServedAgent
+from ..server.relay import Frame, RelayedRequest, SendFrame
 from ..skills.auth import AuthSkill
-from .hosting import AgentHost, ServedAgent
-from .relay import Frame, RelayedRequest, SendFrame
+from .errors import first_problem
+from .login import AGENT_TOKEN_ENV, load_login, portal_url
 
 log = logging.getLogger("webagents.connect")
 
-AGENT_TOKEN_ENV = "WEBAGENTS_AGENT_TOKEN"
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
 REFUSED_RETRY_SECONDS = 300.0
@@ -234,22 +237,26 @@ class AgentConnection:
         # on serving, so `webagents serve` waited for it forever.
         async with asyncio.timeout(HELLO_TIMEOUT_SECONDS):
             text = await ws.recv()
-        hello = orjson.loads(text)
-        if not isinstance(hello, dict) or hello.get("type") != "hello":
-            raise OSError("the portal did not start with hello")
-        agent_id = hello.get("agent_id")
+        try:
+            hello = Hello.model_validate_json(text, strict=True)
+        except ValidationError as exc:
+            field, said = first_problem(exc)
+            where = f"`{field}`" if field else "the frame"
+            raise OSError(f"the portal did not start with hello ({where}: {said})") from None
+        agent_id = hello.agent_id
         if self.target.agent_id is not None and agent_id != self.target.agent_id:
             raise _Refused(
                 f"the portal {self.target.portal} knows this key as agent {agent_id!r}, not as "
                 f"{self.target.agent_id} (the folder's link): run webagents publish again"
             )
         served = self.host.get(self.target.agent)
-        if served is not None and served.verifier.relay is None and is_agent_id(agent_id):
+        named = agent_id if is_agent_id(agent_id) else None
+        if served is not None and served.verifier.relay is None and named is not None:
             # Connected with WEBAGENTS_AGENT_TOKEN and no link: the portal named the agent.
-            served.verifier.relay = AuthSkill.for_connect(self.target.portal, str(agent_id))
+            served.verifier.relay = AuthSkill.for_connect(self.target.portal, named)
         if served is not None and served.verifier.relay is not None:
             self._start_task(served.verifier.relay.warm(), "connect-keys")
-        self.public_url = str(hello.get("public_url", ""))
+        self.public_url = hello.public_url
         self._up_since = asyncio.get_running_loop().time()
         again = f" again after {tries} tries" if tries else ""
         self._say(
@@ -285,7 +292,7 @@ class AgentConnection:
         if kind == "request":
             self._start(RelayedRequest(self.app, self.target.agent, frame, send))
         elif kind == "cancel":
-            running = self._running.get(str(frame.get("id")))
+            running = self._running.get(Cancel.model_validate(frame, strict=True).id)
             if running is not None:
                 running.cancel()
         elif kind == "ping":
@@ -298,15 +305,13 @@ class AgentConnection:
         with contextlib.suppress(Exception):
             frame = orjson.loads(message)
             if isinstance(frame, dict) and frame.get("type") == "request":
-                await send(
-                    {
-                        "type": "error",
-                        "id": str(frame.get("id")),
-                        "status": 500,
-                        "message": "the agent could not take this request",
-                        "code": "agent_error",
-                    }
+                failed = ErrorFrame(
+                    id=str(frame.get("id")),
+                    status=500,
+                    message="the agent could not take this request",
+                    code="agent_error",
                 )
+                await send(failed.model_dump())
 
     def _start(self, request: RelayedRequest) -> None:
         self._running[request.id] = request
@@ -339,8 +344,6 @@ def target_of(served: ServedAgent, forced: bool) -> Target | None:
         return Target(served.name, relay.portal, relay.agent_id)
     if not forced:
         return None
-    from ..portal_client import load_login, portal_url
-
     kept = load_login(served.agent.info.profile)
     return Target(served.name, portal_url(None, kept.portal if kept else None), None)
 

@@ -17,7 +17,7 @@
   happens under it, and a round starts by removing the temporary files of a save that a
   stopped process left.
 
-It also holds what both halves of the sync (`sync_push`, `sync_pull`) and their entry point
+It also holds what both halves of the sync (`push`, `pull`) and their entry point
 (`sync`) speak: an entry's id and content hash, an outbox line, and times.
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 from ..._files import open_file_at, open_private_dir, write_at
 from ...errors import ConfigError
 from ...home import agent_key_file, is_agent_id, webagents_home
-from ...portal_client import AGENT_TOKEN_ENV, load_login, portal_url
+from ..login import AGENT_TOKEN_ENV, load_login, portal_url
 
 log = logging.getLogger("webagents.memory")
 
@@ -70,6 +70,12 @@ def when(value: object) -> datetime:
     except ValueError:
         return datetime.min.replace(tzinfo=UTC)
     return found if found.tzinfo else found.replace(tzinfo=UTC)
+
+
+def local_time(at: datetime) -> str:
+    """The portal's time (`...Z`) as the notes here write theirs (`...+00:00`; UTC where the
+    portal named no zone)."""
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).isoformat()
 
 
 def put_line(namespace: str, key: str, content: str, description: str, at: str) -> dict[str, Any]:

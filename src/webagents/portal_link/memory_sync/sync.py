@@ -5,13 +5,13 @@ with this machine entry by entry, in both directions.
 rounds, search, /memory's lines) and the background thread that runs the rounds. A round
 pushes the outbox, then pulls, under one lock across the agent's processes.
 
-- Every durable local write and forget is appended to the outbox (`sync_files`) before it
+- Every durable local write and forget is appended to the outbox (`files`) before it
   is acknowledged, and a round runs as soon as the portal answers. Offline, changes simply
   wait there.
 - The push, exactly once in effect, and the conflicts it finds (the later change stays
-  current, the other is kept as a version): `sync_push`.
+  current, the other is kept as a version): `push`.
 - The pull, never over a file that cannot be read nor over a change here not yet pushed:
-  `sync_pull`.
+  `pull`.
 - Which namespaces are carried is rights.py's (`synced`); a conversation's search and its
   /memory see only what its `Rights` may read.
 - A process's first round is awaited (briefly) before its first `## Memory` block is built,
@@ -28,16 +28,17 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ...errors import WebAgentsError
-from ...portal_client import PortalClient, PortalUnreachable
+from ...portal_wire.memory import SearchAnswer
 from ...rights import synced
-from .index import MemoryIndex
-from .notes import NoteStore
-from .sync_files import PortalLink, SyncFiles, now, put_line
-from .sync_pull import Puller
-from .sync_push import Pusher
+from ...skills.memory.index import MemoryIndex
+from ...skills.memory.notes import NoteStore
+from ..client import PortalClient
+from ..errors import PortalUnreachable
+from .files import PortalLink, SyncFiles, now, put_line
+from .pull import Puller
+from .push import Pusher
 
 log = logging.getLogger("webagents.memory")
 
@@ -187,19 +188,15 @@ class PortalSync:
 
     # -- what conversations see -------------------------------------------------------------
 
-    def search(self, query: str, namespaces: list[str], limit: int = 10) -> dict[str, Any]:
+    def search(self, query: str, namespaces: list[str], limit: int = 10) -> SearchAnswer:
         """The portal's (semantic and full-text) results over `namespaces` only, which the
         caller's rights chose; raises PortalUnreachable and the client's errors."""
         with self.connect() as client:
             answer = client.memory_search(query, namespaces, limit=limit)
         allowed = set(namespaces)
-        answer["entries"] = [
-            e
-            for e in answer.get("entries") or []
-            if isinstance(e, dict)
-            and e.get("namespace") in allowed  # never anything else, whatever the portal says
-        ]
-        return answer
+        # Never anything else, whatever the portal says.
+        kept = [hit for hit in answer.entries if hit.namespace in allowed]
+        return answer.model_copy(update={"entries": kept})
 
     def report(self, namespaces: list[str]) -> list[str]:
         """/memory's lines about the sync; conflicts only of `namespaces` (the caller's)."""

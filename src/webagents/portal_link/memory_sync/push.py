@@ -22,12 +22,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ...portal_client import PortalClient, Refused, StaleEntry
+from ...portal_wire.memory import EntryOut
+from ...portal_wire.times import wire_time
 from ...rights import synced
-from .layout import is_key
-from .note_file import NoteFormatError
-from .notes import NoteStore
-from .sync_files import (
+from ...skills.memory.layout import is_key
+from ...skills.memory.note_file import NoteFormatError
+from ...skills.memory.notes import NoteStore
+from ..client import PortalClient
+from ..errors import Refused, StaleEntry
+from .files import (
     REFUSED,
     SyncFiles,
     SyncState,
@@ -37,7 +40,7 @@ from .sync_files import (
     put_line,
     when,
 )
-from .sync_pull import Puller
+from .pull import Puller
 
 log = logging.getLogger("webagents.memory")
 
@@ -170,7 +173,7 @@ class Pusher:
             client.memory_put(entry, content_sha256=base if base is not None else "")
         except StaleEntry:
             current = client.memory_get(namespace, key)
-            found = portal_hash(str(current.get("content", ""))) if current else None
+            found = portal_hash(current.content) if current else None
             if found is not None and (found == sha or found in later):
                 # This line (or a later one of the same key) is in the portal already: a
                 # resend after a crash, applied once.
@@ -186,7 +189,7 @@ class Pusher:
         state: SyncState,
         entry: dict[str, Any],
         sha: str,
-        current: dict[str, Any] | None,
+        current: EntryOut | None,
         *,
         waiting: bool = False,
     ) -> None:
@@ -209,8 +212,8 @@ class Pusher:
             )
             self._record(state, namespace, key, "this machine", "forgotten in the portal")
             return
-        theirs = portal_hash(str(current.get("content", "")))
-        ours_later = when(entry["at"]) >= when(current.get("updated_at"))
+        theirs = portal_hash(current.content)
+        ours_later = when(entry["at"]) >= when(current.updated_at)
         client.memory_put(entry, content_sha256=theirs)  # theirs is kept as a version
         if ours_later:
             state.bases[ident] = sha
@@ -219,10 +222,10 @@ class Pusher:
             again = {
                 "namespace": namespace,
                 "key": key,
-                "content": current.get("content", ""),
-                "description": current.get("description") or "",
-                "source": current.get("source") or SOURCE,
-                "at": current.get("updated_at"),
+                "content": current.content,
+                "description": current.description,
+                "source": current.source or SOURCE,
+                "at": wire_time(current.updated_at),
             }
             client.memory_put(again, content_sha256=sha)  # ours is kept as a version
             kept, other = "the portal", "this machine's"
@@ -237,7 +240,7 @@ class Pusher:
                 )
                 return
             state.bases[ident] = theirs
-            self.puller.apply_put(state, namespace, key, again, theirs, force=True)
+            self.puller.apply_put(state, current, theirs, force=True)
         log.warning(
             "memory: conflict on %s/%s (changed here and in the portal since the last sync): "
             "kept %s version as current (the later one) and %s as a version in the portal",

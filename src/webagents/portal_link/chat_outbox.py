@@ -23,11 +23,11 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
-from ..._files import exclusive, open_file_at, open_lock, open_private_dir, write_at
-from ...context import is_conversation_id
-from ...errors import WebAgentsError
-from ...home import chat_outbox_dir
-from ...portal_client import CHAT_MESSAGE_CHARS, CHAT_MESSAGES_PER_CALL
+from .._files import exclusive, open_file_at, open_lock, open_private_dir, write_at
+from ..context import is_conversation_id
+from ..errors import WebAgentsError
+from ..home import chat_outbox_dir
+from ..portal_wire.chats import MAX_CONTENT_CHARS, MAX_MESSAGES_PER_CALL
 
 FORMAT = 1
 
@@ -56,24 +56,23 @@ class OutboxFile(TypedDict):
 
 def portal_calls(messages: list[PortalMessage]) -> list[list[PortalMessage]]:
     """The messages (each with its `id`) as calls within P9's limits: at most
-    CHAT_MESSAGES_PER_CALL messages a call, a message longer than CHAT_MESSAGE_CHARS in parts
+    MAX_MESSAGES_PER_CALL messages a call, a message longer than MAX_CONTENT_CHARS in parts
     (which may span calls)."""
     parts = [part for message in messages for part in message_parts(message)]
     return [
-        parts[at : at + CHAT_MESSAGES_PER_CALL]
-        for at in range(0, len(parts), CHAT_MESSAGES_PER_CALL)
+        parts[at : at + MAX_MESSAGES_PER_CALL] for at in range(0, len(parts), MAX_MESSAGES_PER_CALL)
     ]
 
 
 def message_parts(message: PortalMessage) -> list[PortalMessage]:
-    """A message whose content passes CHAT_MESSAGE_CHARS as the portal takes it: consecutive
+    """A message whose content passes MAX_CONTENT_CHARS as the portal takes it: consecutive
     parts with its id and role, `part: {index, of}`, its tool fields with part 0 (the portal
     joins them into one message); a shorter message as itself."""
     content = message.get("content")
-    if not isinstance(content, str) or len(content) <= CHAT_MESSAGE_CHARS:
+    if not isinstance(content, str) or len(content) <= MAX_CONTENT_CHARS:
         return [message]
     pieces = [
-        content[at : at + CHAT_MESSAGE_CHARS] for at in range(0, len(content), CHAT_MESSAGE_CHARS)
+        content[at : at + MAX_CONTENT_CHARS] for at in range(0, len(content), MAX_CONTENT_CHARS)
     ]
     of = len(pieces)
     first = {**message, "content": pieces[0], "part": {"index": 0, "of": of}}

@@ -3,7 +3,7 @@
 Each namespace's changes after its cursor, written through the same store code as the tools'
 writes (rights, atomic writes, the index), never over a file that cannot be read (reported
 instead) and never over a local change not yet pushed: such a change goes to the outbox, and
-its push settles it against the portal's (`sync_push`). A page's notes are made durable
+its push settles it against the portal's (`push`). A page's notes are made durable
 together (`note_batch.write_many`) and only then is the page's cursor saved: a crash mid-pull
 pulls the page again, which changes nothing written. Every line is checked against rights.py
 (`synced`) and written only into its own namespace's folder.
@@ -16,25 +16,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from ...errors import ToolError
-from ...portal_client import BadCursor, PortalClient
+from ...portal_wire.memory import EntryOut, SyncAnswer, SyncLine
 from ...rights import synced
-from .index import MemoryIndex
-from .layout import EPISODE_PREFIX, is_key
-from .note_batch import Write, write_many
-from .note_file import Note, NoteFormatError
-from .notes import NoteChanged, NoteStore
-from .sync_files import (
+from ...skills.memory.index import MemoryIndex
+from ...skills.memory.layout import EPISODE_PREFIX, is_key
+from ...skills.memory.note_batch import Write, write_many
+from ...skills.memory.note_file import Note, NoteFormatError
+from ...skills.memory.notes import NoteChanged, NoteStore
+from ..client import PortalClient
+from ..errors import BadCursor
+from .files import (
     SyncFiles,
     SyncState,
     entry_id,
-    kept_cursor,
-    now,
+    local_time,
     portal_hash,
     put_line,
-    when,
 )
 
 log = logging.getLogger("webagents.memory")
@@ -47,11 +46,6 @@ together and made durable with two flushes (`note_batch.write_many`)."""
 
 Batch = dict[str, tuple[Write, str]]
 """A page's notes still to write, by entry id, each with its content hash."""
-
-
-def _as_local(value: object) -> str:
-    """The portal's time (`...Z`) as the notes here write theirs (`...+00:00`)."""
-    return when(value).isoformat() if value else now()
 
 
 def _as_read(local: str | None) -> Callable[[Note | None], bool]:
@@ -89,16 +83,13 @@ class Puller:
             where = namespace if namespace is not None else ALL
             while True:
                 page = self._page(client, state, namespace, where)
-                lines = page.get("lines") or []
+                lines = page.lines
                 batch: Batch = {}
                 for line in lines:
-                    if not isinstance(line, dict):
-                        continue
-                    found = str(line.get("namespace"))
-                    if synced(found) and namespace in (None, found):
+                    if synced(line.namespace) and namespace in (None, line.namespace):
                         self._apply(state, line, waiting, batch)
                 self._write(state, batch)
-                cursor = kept_cursor(page.get("cursor"))
+                cursor = page.cursor
                 if cursor is not None:
                     state.cursors[where] = cursor
                 if lines:  # once a page, after its notes are durable: a crash re-pulls it
@@ -108,15 +99,15 @@ class Puller:
                         "memory: the portal answered the pull of %s without a cursor (%r): "
                         "it is pulled again from the last cursor kept at the next round",
                         where,
-                        page.get("cursor"),
+                        page.cursor,
                     )
                     break  # the same page again would never end
-                if not page.get("more") or not lines:
+                if not page.more or not lines:
                     break
 
     def _page(
         self, client: PortalClient, state: SyncState, namespace: str | None, where: str
-    ) -> dict[str, Any]:
+    ) -> SyncAnswer:
         """A page after the kept cursor; from the start when the portal does not know that
         cursor (another portal's, or damaged): a line already here changes nothing."""
         try:
@@ -148,10 +139,8 @@ class Puller:
             state.bases[ident] = sha
         batch.clear()
 
-    def _apply(
-        self, state: SyncState, line: dict[str, Any], waiting: set[str], batch: Batch
-    ) -> None:
-        namespace, key = str(line["namespace"]), str(line.get("key"))
+    def _apply(self, state: SyncState, line: SyncLine, waiting: set[str], batch: Batch) -> None:
+        namespace, key = line.namespace, line.key
         if not is_key(key):
             log.warning(
                 "memory: the portal sent a note %r in %s whose key is not valid here: skipped",
@@ -164,11 +153,10 @@ class Puller:
             return  # a change here is still to be pushed: its push settles it
         if ident in batch:  # the key again in this page: its earlier line written first
             self._write(state, batch)
-        if line.get("op") == "delete":
+        if line.op == "delete":
             self._apply_delete(state, namespace, key)
         else:
-            content = str(line.get("content") or "")
-            self.apply_put(state, namespace, key, line, portal_hash(content), batch=batch)
+            self.apply_put(state, line, portal_hash(line.content or ""), batch=batch)
 
     def _local(self, namespace: str, key: str) -> tuple[bool, str | None]:
         """(readable, content hash or None when there is no note)."""
@@ -188,16 +176,16 @@ class Puller:
     def apply_put(
         self,
         state: SyncState,
-        namespace: str,
-        key: str,
-        line: dict[str, Any],
+        line: SyncLine | EntryOut,
         sha: str,
         *,
         force: bool = False,
         batch: Batch | None = None,
     ) -> None:
-        """Write the portal's note here (into `batch`, written at the page's end, if given);
-        `force`: over a change here too (a conflict the portal's won)."""
+        """Write the portal's note here, a pull's line or the entry of a conflict the portal's
+        side won (into `batch`, written at the page's end, if given); `force`: over a change
+        here too (that conflict)."""
+        namespace, key = line.namespace, line.key
         ident = entry_id(namespace, key)
         readable, local = self._local(namespace, key)
         if not readable:
@@ -212,10 +200,10 @@ class Puller:
         write = Write(
             namespace,
             key,
-            str(line.get("content") or ""),
-            str(line.get("description") or ""),
+            line.content or "",
+            line.description or "",
             kind,
-            _as_local(line.get("at") or line.get("updated_at")),
+            local_time(line.at if isinstance(line, SyncLine) else line.updated_at),
             _as_read(local),
         )
         if batch is not None:
