@@ -100,7 +100,7 @@ def _page(
 def _overview(
     request: Request, user: AccountScope, db: Db, opened: Opened, **context: Any
 ) -> Response:
-    rules = retention.rules_of(db, opened.agent.id)
+    rules = retention.rules_of(opened.store)
     forgotten = service.forgotten_counts(opened.store)
     # A namespace whose entries were all forgotten is listed too: its Forgotten page
     # restores them.
@@ -348,7 +348,7 @@ def set_retention(
     days: FormText = "",
 ) -> Response:
     try:
-        retention.set_rule(db, opened.agent.id, namespace, days)
+        retention.set_rule(opened.store, namespace, days)
     except BadInput as exc:
         return _overview(request, user, db, opened, status=exc.status, error=exc.message)
     return RedirectResponse(opened.base, status_code=303)
