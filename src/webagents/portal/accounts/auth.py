@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Form, Request
 from sqlalchemy.orm import Session
 
 from ..db.engine import read_request_session, request_session
@@ -21,7 +21,7 @@ from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
 from ..tokens import agent_keys
 from ..tokens import service as tokens
-from ..web import SESSION_COOKIE
+from ..web import CSRF_FIELD, SESSION_COOKIE, check_csrf
 from .credentials import API_KEY_PREFIX, digest
 from .passwords import verify_password
 from .repository import PreAuth, touch
@@ -213,6 +213,18 @@ def api_agent(request: Request, db: Db) -> AgentScope:
 
 MaybeSignedIn = Annotated[AccountScope | None, Depends(optional_browser_account)]
 SignedIn = Annotated[AccountScope, Depends(browser_account)]
+
+
+def signed_in_form(
+    request: Request, user: SignedIn, csrf: Annotated[str, Form(alias=CSRF_FIELD)] = ""
+) -> AccountScope:
+    """A form a signed-in browser sent: its CSRF token checked before the handler looks
+    anything up."""
+    check_csrf(request, csrf)
+    return user
+
+
+SignedInForm = Annotated[AccountScope, Depends(signed_in_form)]
 ApiCaller = Annotated[AccountScope, Depends(api_account)]
 ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]
 ApiAgent = Annotated[AgentScope, Depends(api_agent)]
