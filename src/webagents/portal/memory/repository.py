@@ -1,9 +1,12 @@
-"""All SQL of the memory store but search's (search.py), scoped to one agent.
+"""All SQL of one agent's memory store, scoped to that agent (the background jobs' reads
+across agents are in across_agents.py).
 
-A `MemoryStore` is made in one of two ways only: for the agent, from the AgentScope its key
-was verified as; or for its owner, from an AccountScope and the agent's id (404 unless that
-account owns the agent). Every query starts from the store's agent, so none can run for no
-agent or for every agent.
+A `MemoryStore` is made in one of three ways only: for the agent, from the AgentScope its key
+was verified as; for its owner, from an AccountScope and the agent's id (404 unless that
+account owns the agent); or for a background job (the retention sweeper), from a
+SystemScope. Every query starts from the store's agent, so none can run for no agent or for
+every agent; the SQL that full-text search and the vector cache write themselves (search.py,
+vector_cache.py) runs through `run`, with the store's agent bound.
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ class MemoryStore:
 
     def __init__(self, session: Session, agent_id: uuid.UUID, _made: object = None) -> None:
         if _made is not _MADE_HERE:
-            raise TypeError("a MemoryStore is made by MemoryStore.for_agent or .for_owner")
+            raise TypeError(
+                "a MemoryStore is made by MemoryStore.for_agent, .for_owner or .for_system"
+            )
         self._session = session
         self.agent_id = agent_id
 
