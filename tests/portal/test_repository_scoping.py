@@ -12,9 +12,18 @@ full-text search's SQL, which only `MemoryStore` runs with its own agent bound).
 from __future__ import annotations
 
 import ast
+import uuid
 from pathlib import Path
+from typing import cast
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
 
 import webagents.portal
+from webagents.portal.accounts.scope import SystemScope
+from webagents.portal.connect.directory import Directory
+from webagents.portal.memory.across_agents import AcrossAgents
+from webagents.portal.memory.repository import MemoryStore
 
 PORTAL = Path(webagents.portal.__file__).parent
 STATEMENTS = {"select", "update", "delete", "insert", "text"}
@@ -141,3 +150,15 @@ def test_issue22_scoping_check_reads_every_portal_module() -> None:
     """The walk reaches the repositories themselves (a wrong root would pass vacuously)."""
     names = {path.relative_to(PORTAL).as_posix() for path in _portal_modules()}
     assert {"memory/repository.py", "accounts/repository.py", "agents/repository.py"} <= names
+
+
+def test_issue22_background_repositories_refuse_to_be_made_without_a_system_scope() -> None:
+    """A job's repository is made only from a SystemScope; an id or a name is refused before
+    any query (no database is needed to see it)."""
+    session = cast(Session, None)
+    with pytest.raises(TypeError, match="needs a SystemScope, not str"):
+        AcrossAgents(session, cast(SystemScope, "embedding worker"))
+    with pytest.raises(TypeError, match="needs a SystemScope, not UUID"):
+        MemoryStore.for_system(session, cast(SystemScope, uuid.uuid4()), uuid.uuid4())
+    with pytest.raises(TypeError, match="needs a SystemScope, not NoneType"):
+        Directory(cast(sessionmaker[Session], None), uuid.uuid4(), cast(SystemScope, None))

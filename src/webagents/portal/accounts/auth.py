@@ -2,7 +2,8 @@
 
 A browser is its session cookie; an API call is `Authorization: Bearer` with a `rok_...`
 key or an access token the portal signed; the
-command line's administrator names a user. A bearer credential that fails is a 401, never
+command line's administrator names a user; signing in is a password (`password_scope`), and
+a new account is its maker's (`account_made`). A bearer credential that fails is a 401, never
 a request by nobody.
 """
 
