@@ -64,17 +64,21 @@ from tests.portal.databases import PostgresServer, _Cluster  # noqa: E402
 
 from webagents.portal import admin  # noqa: E402
 from webagents.portal.accounts.auth import agent_key_scope  # noqa: E402
+from webagents.portal.accounts.scope import SystemScope  # noqa: E402
 from webagents.portal.admin import open_database  # noqa: E402
 from webagents.portal.agents import service as agents  # noqa: E402
 from webagents.portal.agents.schemas import AgentIn  # noqa: E402
 from webagents.portal.db.engine import make_engine  # noqa: E402
 from webagents.portal.embeddings import Embedder, make_embedder  # noqa: E402
-from webagents.portal.memory import embedding_queue, service  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
+from webagents.portal.memory import service  # noqa: E402
+from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
 from webagents.portal.settings import PortalSettings  # noqa: E402
 
 CALLERS = 100
+# The bench stands in for the embedding worker: it reads the queue and writes vectors.
+BENCH = SystemScope("bench embedding")
 _SERVING = re.compile(r"webagents portal: serving at (http://127\.0\.0\.1:\d+) ")
 _rng = random.Random(7)
 _WORDS = [
@@ -188,13 +192,15 @@ def load(engine: Engine, key: str, batch: list[Note], dimensions: int, model: st
     since = 0
     while True:
         with admin.transaction(engine) as db:
-            due = embedding_queue.due(db, model, 2000, agent_id=agent, since=since)
+            due = AcrossAgents(db, BENCH).due(model, 2000, agent_id=agent, since=since)
             if not due:
                 break
             since = due[-1].cursor
             vectors = rng.standard_normal((len(due), dimensions)).astype(np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            embedding_queue.store(db, model, list(zip(due, vectors.tolist(), strict=True)))
+            AcrossAgents(db, BENCH).keep_vectors(
+                model, list(zip(due, vectors.tolist(), strict=True))
+            )
     return took
 
 
@@ -277,7 +283,7 @@ def settled(url: str, model: str) -> None:
     try:
         for _ in range(1200):
             with admin.transaction(engine) as db:
-                if not embedding_queue.due(db, model, 1):
+                if not AcrossAgents(db, BENCH).due(model, 1):
                     return
             time.sleep(0.05)
         raise AssertionError("the portal's embedding worker never emptied the queue")

@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 from webagents.portal import admin
 from webagents.portal.agents import service as agents
 from webagents.portal.agents.schemas import AgentIn
-from webagents.portal.connect.directory import STALE, Directory, Holder
+from webagents.portal.connect.directory import RELAY, STALE, Directory, Holder
 from webagents.portal.db.engine import make_sessions
 from webagents.portal.db.tables import AgentConnection
 from webagents.portal.settings import PortalSettings
@@ -26,7 +26,10 @@ def test_p12_a_dead_processes_connections_are_not_trusted(fresh_database_url: st
         with admin.transaction(engine) as session:
             agent_id = agents.create_agent(session, alice, AgentIn(name="helper")).agent.id
         sessions = make_sessions(engine)
-        holder, asker = Directory(sessions, uuid.uuid4()), Directory(sessions, uuid.uuid4())
+        holder, asker = (
+            Directory(sessions, uuid.uuid4(), RELAY),
+            Directory(sessions, uuid.uuid4(), RELAY),
+        )
         connection = uuid.uuid4()
         holder.add(connection, agent_id)
         held = Holder(holder.process_id, connection)

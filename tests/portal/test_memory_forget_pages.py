@@ -16,14 +16,14 @@ from webagents.portal.memory.repository import MemoryStore
 
 from .conftest import form_token
 from .memory_pages_helpers import forms, table
-from .test_memory_pages import AT, _agent, _put
+from .test_memory_pages import AT, _agent, _commit, _put
 
 
 def _forget(store: MemoryStore, namespace: str, key: str, minutes: int) -> None:
     """Forgotten by alice on the pages, `minutes` after AT."""
     moment = AT + timedelta(minutes=minutes)
     service.delete(store, namespace, key, at=moment, by=service.by_owner("alice"))
-    store.session.commit()
+    _commit(store, namespace, key)
 
 
 def test_p8_forget_asks_on_a_page_of_its_own_then_forgets_and_syncs_a_delete(
@@ -162,7 +162,7 @@ def test_p6_a_forgotten_entry_is_listed_until_retention_removes_its_versions(
     published, store, base = _agent(db, client)
     _put(store, "caller:bob", "prefs", "tea")
     _forget(store, "caller:bob", "prefs", 1)
-    retention.set_rule(db, published.scope.agent_id, "caller:*", 30)
+    retention.set_rule(store, "caller:*", 30)
     retention.sweep_agent(db, published.scope.agent_id, AT + timedelta(days=29))
     db.commit()
     kept = client.get(f"{base}/forgotten", params={"namespace": "caller:bob"})

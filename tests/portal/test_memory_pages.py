@@ -17,7 +17,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from webagents.portal.app import create_app
 from webagents.portal.db.engine import read_request_session, request_session
@@ -59,7 +59,15 @@ def _put(store: MemoryStore, namespace: str, key: str, content: str, description
         by=service.BY_AGENT,
     )
     # As the agent's own request would: committed (a refused page request rolls back its own).
-    store.session.commit()
+    _commit(store, namespace, key)
+
+
+def _commit(store: MemoryStore, namespace: str, key: str) -> None:
+    """Commit the transaction the store's entry was written in (a store keeps its session
+    to itself)."""
+    written = object_session(store.entry(namespace, key))
+    assert written is not None
+    written.commit()
 
 
 def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_safely(
@@ -71,7 +79,7 @@ def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_sa
     _put(store, "caller:bob", "prefs", "tea")
     _put(store, "caller:bob", "name", "Bob")
     _put(store, LOOKALIKE, "prefs", "coffee")
-    retention.set_rule(db, published.scope.agent_id, "caller:*", 30)
+    retention.set_rule(MemoryStore.for_agent(db, published.scope), "caller:*", 30)
 
     page = client.get(base)
     assert page.status_code == 200
@@ -362,8 +370,10 @@ def test_p6_retention_is_set_on_the_page_per_namespace_and_for_all_callers(
             f"{base}/retention", data={**fields, "namespace": namespace, "days": days}
         )
         assert (answer.status_code, answer.headers["location"]) == (303, base)
-    agent_id = published.scope.agent_id
-    assert retention.rules_of(db, agent_id) == [Rule("caller:*", 7), Rule("owner", 90)]
+    assert retention.rules_of(MemoryStore.for_agent(db, published.scope)) == [
+        Rule("caller:*", 7),
+        Rule("owner", 90),
+    ]
     page = client.get(base)
     assert table(page.text, "retention") == [
         ["Namespace", "Days", ""],
@@ -376,7 +386,7 @@ def test_p6_retention_is_set_on_the_page_per_namespace_and_for_all_callers(
     forever = forms(page.text, "/memory/retention")[1]  # "Keep forever" of owner's rule
     assert (forever["namespace"], forever["days"]) == ("owner", "")
     assert client.post(f"{base}/retention", data=forever).status_code == 303
-    assert retention.rules_of(db, agent_id) == [Rule("caller:*", 7)]
+    assert retention.rules_of(MemoryStore.for_agent(db, published.scope)) == [Rule("caller:*", 7)]
 
 
 def _forms_of_the_pages(store: MemoryStore, base: str) -> list[tuple[str, dict[str, str]]]:
@@ -414,7 +424,7 @@ def _untouched(db: Session, store: MemoryStore, published: Published) -> None:
     entry = service.get(store, "owner", "plan")
     assert entry is not None and entry.content == "March"
     assert len(service.versions(store, "owner", "plan")) == 2
-    assert retention.rules_of(db, published.scope.agent_id) == []
+    assert retention.rules_of(MemoryStore.for_agent(db, published.scope)) == []
 
 
 def test_p8_every_form_is_refused_without_its_csrf_token(client: TestClient, db: Session) -> None:

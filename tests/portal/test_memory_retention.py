@@ -52,10 +52,10 @@ def test_p6_retention_removes_expired_entries_keeps_fresh_ones_and_syncs_the_rem
     _put(store, "caller:alice", "old", 10)
     _put(store, "caller:alice", "fresh", 2)
     _put(store, "caller:bob", "old", 10)  # bob's own rule (30 days) comes first
-    retention.set_rule(db, agent_id, "owner", "30")
-    retention.set_rule(db, agent_id, "caller:*", 7)
-    retention.set_rule(db, agent_id, "caller:bob", 30)
-    assert retention.rules_of(db, agent_id) == [
+    retention.set_rule(store, "owner", "30")
+    retention.set_rule(store, "caller:*", 7)
+    retention.set_rule(store, "caller:bob", 30)
+    assert retention.rules_of(store) == [
         Rule("caller:*", 7),
         Rule("caller:bob", 30),
         Rule("owner", 30),
@@ -100,7 +100,7 @@ def test_p6_a_second_sweep_finds_nothing_and_a_changed_entry_is_not_expired(
     _put(store, "owner", "old", 40)
     _put(store, "owner", "edited", 40)
     _put(store, "owner", "edited", 0, content="new text")
-    retention.set_rule(db, agent_id, "owner", 30)
+    retention.set_rule(store, "owner", 30)
     # Removed: "old", its put's version and the first put of "edited" (both 40 days old).
     assert retention.sweep(db, NOW) == {agent_id: Swept([("owner", "old")], versions=2)}
     assert retention.sweep(db, NOW) == {agent_id: Swept([], versions=0)}
@@ -114,10 +114,10 @@ def test_p6_retention_is_per_agent_and_removing_a_rule_keeps_everything(db: Sess
     bob = publish(db, "bob", "other")
     for who in (alice, bob):
         _put(MemoryStore.for_agent(db, who.scope), "owner", "old", 40)
-    retention.set_rule(db, alice.scope.agent_id, "owner", 30)
-    retention.set_rule(db, bob.scope.agent_id, "owner", 30)
-    retention.set_rule(db, bob.scope.agent_id, "owner", "")  # empty: keep forever
-    assert retention.rules_of(db, bob.scope.agent_id) == []
+    retention.set_rule(MemoryStore.for_agent(db, alice.scope), "owner", 30)
+    retention.set_rule(MemoryStore.for_agent(db, bob.scope), "owner", 30)
+    retention.set_rule(MemoryStore.for_agent(db, bob.scope), "owner", "")  # empty: keep forever
+    assert retention.rules_of(MemoryStore.for_agent(db, bob.scope)) == []
     assert retention.sweep(db, NOW) == {alice.scope.agent_id: Swept([("owner", "old")], versions=1)}
     assert service.get(MemoryStore.for_agent(db, bob.scope), "owner", "old") is not None
 
@@ -168,9 +168,9 @@ def test_p6_bad_retention_is_refused_with_what_to_give(
 ) -> None:
     published = publish(db)
     with pytest.raises(BadInput) as refused:
-        retention.set_rule(db, published.scope.agent_id, namespace, days)
+        retention.set_rule(MemoryStore.for_agent(db, published.scope), namespace, days)
     assert refused.value.message == message
-    assert retention.rules_of(db, published.scope.agent_id) == []
+    assert retention.rules_of(MemoryStore.for_agent(db, published.scope)) == []
 
 
 def test_p6_background_sweepers_in_parallel_remove_each_expired_entry_once(
@@ -196,7 +196,7 @@ def test_p6_background_sweepers_in_parallel_remove_each_expired_entry_once(
                     by=service.BY_AGENT,
                 )
             _put(store, "caller:alice", "fresh", -1)
-            retention.set_rule(db, agent_id, "caller:*", 7)
+            retention.set_rule(store, "caller:*", 7)
             db.commit()
         sweepers = [retention.Sweeper(sessions, every=0.05).start() for _ in range(2)]
         try:

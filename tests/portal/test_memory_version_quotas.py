@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from webagents.portal.db.migrate import upgrade
 from webagents.portal.db.tables import MemoryFeed, MemoryVersion
 from webagents.portal.memory import retention
+from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.memory.retention import Swept
 from webagents.portal.settings import PortalSettings
 
@@ -144,7 +145,7 @@ def test_p6_dropped_versions_give_their_bytes_back_pruned_or_by_retention(
         assert _usage(db, agent) == (1, 2, 14)
         assert put_note(api, agent, "new", "1").status_code == 429
         # The owner's retention of the namespace removes the forgotten note's versions.
-        retention.set_rule(db, agent.scope.agent_id, "owner", 1)
+        retention.set_rule(MemoryStore.for_agent(db, agent.scope), "owner", 1)
         later = datetime.now(UTC) + timedelta(days=1, hours=1)
         swept = retention.sweep(db, later)
         db.commit()

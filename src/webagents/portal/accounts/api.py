@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ...portal_wire.accounts import MeOut, UserOut
-from ..db.tables import User
 from .auth import ApiCaller, Db
+from .repository import SignIns
 
 router = APIRouter(prefix="/api")
 
 
 @router.get("/users/me")
 def me(scope: ApiCaller, db: Db) -> MeOut:
-    user = db.get_one(User, scope.user_id)
+    user = SignIns(db, scope).user()
     return MeOut(user=UserOut.model_validate(user, from_attributes=True))

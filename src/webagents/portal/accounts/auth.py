@@ -2,7 +2,8 @@
 
 A browser is its session cookie; an API call is `Authorization: Bearer` with a `rok_...`
 key or an access token the portal signed; the
-command line's administrator names a user. A bearer credential that fails is a 401, never
+command line's administrator names a user; signing in is a password (`password_scope`), and
+a new account is its maker's (`account_made`). A bearer credential that fails is a 401, never
 a request by nobody.
 """
 
@@ -12,18 +13,19 @@ import uuid
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Form, Request
 from sqlalchemy.orm import Session
 
 from ..db.engine import read_request_session, request_session
-from ..db.tables import AgentKey, IssuedToken, User
+from ..db.tables import AgentKey, User
 from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
 from ..tokens import agent_keys
 from ..tokens import service as tokens
-from ..web import SESSION_COOKIE
+from ..web import CSRF_FIELD, SESSION_COOKIE, check_csrf
 from .credentials import API_KEY_PREFIX, digest
-from .repository import Directory, touch
+from .passwords import verify_password
+from .repository import PreAuth, touch
 from .scope import AccountScope, AgentScope, mint, mint_agent
 
 Db = Annotated[Session, Depends(request_session, scope="function")]
@@ -45,20 +47,34 @@ def address_of(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
-def scope_of(user: User) -> AccountScope:
+def _scope_of(user: User) -> AccountScope:
     return mint(user.id, user.username)
+
+
+def password_scope(user: User | None, password: str) -> AccountScope | None:
+    """The account whose password this is, or None: a wrong password, or no such user
+    (checked against a stand-in hash then, so the answer takes as long either way)."""
+    if not verify_password(user.password_hash if user else None, password) or user is None:
+        return None
+    return _scope_of(user)
+
+
+def account_made(user: User) -> AccountScope:
+    """The account a sign-up or the administrator's adduser has just made: its maker is
+    who it is (sign-up then signs them in)."""
+    return _scope_of(user)
 
 
 def browser_scope(db: Session, token: str | None) -> AccountScope | None:
     if not token:
         return None
     now = datetime.now(UTC)
-    found = Directory(db).browser_session(digest(token), now)
+    found = PreAuth(db).browser_session(digest(token), now)
     if found is None:
         return None
     user, session = found
     touch(db, session, now, LAST_USED_EVERY)
-    return scope_of(user)
+    return _scope_of(user)
 
 
 _SEND_API_KEY = (
@@ -84,7 +100,7 @@ def api_key_scope(db: Session, authorization: str | None) -> AccountScope:
     credential = _bearer(authorization)
     if not credential.startswith(API_KEY_PREFIX):
         raise Unauthorized("this credential is not a portal API key (rok_...)")
-    found = Directory(db).user_of_api_key(digest(credential))
+    found = PreAuth(db).user_of_api_key(digest(credential))
     if found is None:
         raise Unauthorized("this API key is unknown or was revoked: make a new one on the portal")
     user, key_id = found
@@ -99,16 +115,17 @@ def bearer_scope(
     if credential.startswith(API_KEY_PREFIX):
         return api_key_scope(db, authorization)
     claims = tokens.verify(db, settings, credential, issuer=issuer, audience=tokens.PORTAL_AUDIENCE)
-    issued = db.get(IssuedToken, str(claims["jti"]))
+    preauth = PreAuth(db)
+    issued = preauth.issued_token(str(claims["jti"]))
     if issued is not None and issued.kind is not None:
         touch(db, issued, datetime.now(UTC), LAST_USED_EVERY)
     try:
-        user = db.get(User, uuid.UUID(str(claims["sub"])))
+        user = preauth.user_by_id(uuid.UUID(str(claims["sub"])))
     except ValueError:
         user = None
     if user is None:
         raise Unauthorized("the account of this token no longer exists: run webagents login")
-    return scope_of(user)
+    return _scope_of(user)
 
 
 def agent_key_scope(db: Session, authorization: str | None) -> AgentScope:
@@ -124,13 +141,13 @@ def agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, A
     scope, key = _agent_and_key(db, authorization)
     now = datetime.now(UTC)
     if agent_keys.use_is_stale(key, now):
-        agent_keys.note_use(db, key.id, now)
+        agent_keys.PresentedKeys(db).note_use(key.id, now)
     return scope, key
 
 
 def _agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, AgentKey]:
     credential = _bearer(authorization, _SEND_AGENT_KEY)
-    found = agent_keys.presented(db, credential)
+    found = agent_keys.PresentedKeys(db).presented(credential)
     if found is not None:
         agent, key = found
         if key.revoked_at is not None:
@@ -142,7 +159,7 @@ def _agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, 
             )
         return mint_agent(agent.id, agent.user_id, agent.name), key
     hashed = digest(credential)
-    if credential.startswith(API_KEY_PREFIX) and Directory(db).user_of_api_key(hashed):
+    if credential.startswith(API_KEY_PREFIX) and PreAuth(db).user_of_api_key(hashed):
         raise Unauthorized(
             "this is a user's API key, and the memory store needs an agent key: use the key "
             "webagents publish kept for the agent (or WEBAGENTS_AGENT_TOKEN)",
@@ -164,10 +181,10 @@ def administrator_scope(db: Session, username: str) -> AccountScope:
     """For the command line, whose user holds the database itself."""
     from .schemas import normalize_username
 
-    user = Directory(db).user_named(normalize_username(username))
+    user = PreAuth(db).user_named(normalize_username(username))
     if user is None:
         raise NotFound(f"no user {username!r}: add one with webagents portal adduser {username}")
-    return scope_of(user)
+    return _scope_of(user)
 
 
 def optional_browser_account(request: Request, db: Db) -> AccountScope | None:
@@ -197,6 +214,18 @@ def api_agent(request: Request, db: Db) -> AgentScope:
 
 MaybeSignedIn = Annotated[AccountScope | None, Depends(optional_browser_account)]
 SignedIn = Annotated[AccountScope, Depends(browser_account)]
+
+
+def signed_in_form(
+    request: Request, user: SignedIn, csrf: Annotated[str, Form(alias=CSRF_FIELD)] = ""
+) -> AccountScope:
+    """A form a signed-in browser sent: its CSRF token checked before the handler looks
+    anything up."""
+    check_csrf(request, csrf)
+    return user
+
+
+SignedInForm = Annotated[AccountScope, Depends(signed_in_form)]
 ApiCaller = Annotated[AccountScope, Depends(api_account)]
 ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]
 ApiAgent = Annotated[AgentScope, Depends(api_agent)]

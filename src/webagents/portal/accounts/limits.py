@@ -13,11 +13,11 @@ from datetime import datetime
 
 from ..errors import TooManyRequests
 from ..settings import PortalSettings
-from .repository import Directory
+from .repository import PreAuth
 
 
 def check_allowed(
-    directory: Directory, settings: PortalSettings, username: str, address: str, now: datetime
+    directory: PreAuth, settings: PortalSettings, username: str, address: str, now: datetime
 ) -> None:
     since = now - settings.sign_in_window
     minutes = int(settings.sign_in_window.total_seconds() // 60)
@@ -35,13 +35,13 @@ def check_allowed(
 
 
 def record_failure(
-    directory: Directory, settings: PortalSettings, username: str, address: str, now: datetime
+    directory: PreAuth, settings: PortalSettings, username: str, address: str, now: datetime
 ) -> None:
     directory.forget_failures(before=now - settings.sign_in_window)
     directory.add_failure(username[:64], address[:64], now)
 
 
-def record_success(directory: Directory, username: str, address: str) -> None:
+def record_success(directory: PreAuth, username: str, address: str) -> None:
     """The right password from this address clears this address's failures for the account
     alone: another address's guesses at it stay counted."""
     directory.forget_failures_of(username[:64], address[:64])

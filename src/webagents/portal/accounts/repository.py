@@ -1,6 +1,6 @@
 """All SQL of accounts.
 
-`Directory` holds the lookups that come before anyone is verified (a username at sign-in,
+`PreAuth` holds the lookups that come before anyone is verified (a username at sign-in,
 a token or key by its hash, an invitation by its code), for auth.py and the sign-up and
 sign-in services alone. `ApiKeys` and `SignIns` are scoped: made from an AccountScope, they
 see that account's keys, and its browser sessions and command-line sign-ins, only.
@@ -8,13 +8,13 @@ see that account's keys, and its browser sessions and command-line sign-ins, onl
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Select, delete, func, select, text, update
+from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.orm import Session
 
+from ..db import dialect
 from ..db.tables import (
     ApiKey,
     BrowserSession,
@@ -24,30 +24,26 @@ from ..db.tables import (
     SignUp,
     User,
 )
-from .scope import AccountScope, require_scope
+from .scope import AccountScope, PreAuthLookup, require_scope
 
-# The space of the sign-in locks among PostgreSQL's advisory locks (two-key form, apart from
-# the migration's one-key lock): "wa" "si", and "wa" "su" for sign-ups by address.
+# The space of the sign-in locks among PostgreSQL's advisory locks (dialect.hold_lock): "wa"
+# "si", and "wa" "su" for sign-ups by address.
 _SIGN_IN_LOCKS = 0x77617369
 _SIGN_UP_LOCKS = 0x77617375
 # Kinds of issued tokens that are a command line's sign-in (listed, and ended, by the user).
 CLI_KINDS = ("cli", "device", "key")
 
 
-def _hold(session: Session, space: int, name: str) -> None:
-    """A transaction-scoped PostgreSQL advisory lock on `name` in `space`; SQLite needs
-    nothing (its writing transactions, BEGIN IMMEDIATE, already take turns)."""
-    if session.get_bind().dialect.name != "postgresql":
-        return
-    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big", signed=True)
-    session.execute(
-        text("SELECT pg_advisory_xact_lock(:space, :key)"), {"space": space, "key": key}
-    )
+class PreAuth(PreAuthLookup):
+    """The lookups before anyone is verified, and what signing in and up write."""
 
+    def user_by_id(self, user_id: uuid.UUID) -> User | None:
+        """The user an access token names (its signature verified by the caller)."""
+        return self._session.get(User, user_id)
 
-class Directory:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def issued_token(self, jti: str) -> IssuedToken | None:
+        """The record of a token this portal issued, by its id (to note its use)."""
+        return self._session.get(IssuedToken, jti)
 
     def user_named(self, username: str) -> User | None:
         return self._session.scalars(select(User).where(User.username == username)).one_or_none()
@@ -59,11 +55,11 @@ class Directory:
         return user
 
     def add_browser_session(
-        self, user: User, token_hash: str, expires_at: datetime, address: str
+        self, user_id: uuid.UUID, token_hash: str, expires_at: datetime, address: str
     ) -> None:
         self._session.add(
             BrowserSession(
-                user_id=user.id,
+                user_id=user_id,
                 token_hash=token_hash,
                 expires_at=expires_at,
                 address=address[:64],
@@ -103,11 +99,11 @@ class Directory:
         """Make this transaction the only one signing `username` in until it ends, so that
         counting the failures, checking the password and recording a failure are one step
         across every portal process (else N racing guesses all pass the count)."""
-        _hold(self._session, _SIGN_IN_LOCKS, username)
+        dialect.hold_lock(self._session, _SIGN_IN_LOCKS, username)
 
     def hold_sign_ups_from(self, address: str) -> None:
         """The same for sign-ups from one address: counted and made one at a time."""
-        _hold(self._session, _SIGN_UP_LOCKS, address)
+        dialect.hold_lock(self._session, _SIGN_UP_LOCKS, address)
 
     def sign_ups_since(self, since: datetime, address: str) -> int:
         query = select(func.count()).select_from(SignUp)
@@ -263,6 +259,10 @@ class SignIns:
             )
             .values(revoked_at=now)
         )
+
+    def user(self) -> User:
+        """The account itself (its password hash, to check the current password)."""
+        return self._session.get_one(User, self._scope.user_id)
 
     def set_password_hash(self, password_hash: str) -> None:
         self._session.execute(

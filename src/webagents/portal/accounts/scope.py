@@ -1,14 +1,20 @@
-"""AccountScope: the account a request was verified as, and so everything it may reach.
+"""The scopes every query of the portal runs in, and so everything it may reach.
 
-Only `auth.py` makes one, from a verified identity (a browser session, an API key, or an
-administrator at the command line); every scoped repository refuses to be made without one,
-and starts every query from it, so no query can run for nobody or for everybody.
+An AccountScope (the account a request was verified as) or an AgentScope (an agent verified
+by its key) is made only by `auth.py`, from a verified identity; every scoped repository
+refuses to be made without one, and starts every query from it, so no query can run for
+nobody or for everybody. A SystemScope names a background job that works across accounts
+(the embedding worker, the retention sweeper, Portal Connect's directory): unscoped access
+is `grep -rn SystemScope`. The lookups that come before anyone is verified (a username at
+sign-in, a token, key or code by its hash) are `PreAuthLookup`s, and nothing else is.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
 
 _MINT = object()
 
@@ -53,6 +59,22 @@ def mint_agent(agent_id: uuid.UUID, user_id: uuid.UUID, agent_name: str) -> Agen
     return AgentScope(agent_id, user_id, agent_name, _MINT)
 
 
+@dataclass(frozen=True)
+class SystemScope:
+    """A background job's: it reads and writes across agents, for none of them in
+    particular. `job` names it (in logs and in a grep)."""
+
+    job: str
+
+
+class PreAuthLookup:
+    """The base of a repository of lookups made before anyone is verified (by a username,
+    a hash or a code): what authentication and sign-up find their way in by."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+
 def require_scope(scope: object) -> AccountScope:
     if not isinstance(scope, AccountScope):
         raise TypeError(f"a scoped repository needs an AccountScope, not {type(scope).__name__}")
@@ -62,4 +84,12 @@ def require_scope(scope: object) -> AccountScope:
 def require_agent_scope(scope: object) -> AgentScope:
     if not isinstance(scope, AgentScope):
         raise TypeError(f"an agent's store needs an AgentScope, not {type(scope).__name__}")
+    return scope
+
+
+def require_system_scope(scope: object) -> SystemScope:
+    if not isinstance(scope, SystemScope):
+        raise TypeError(
+            f"a background job's repository needs a SystemScope, not {type(scope).__name__}"
+        )
     return scope

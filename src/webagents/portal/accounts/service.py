@@ -10,15 +10,15 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..db.tables import ApiKey, User
+from ..db.tables import ApiKey
 from ..errors import Conflict, NotFound, Unauthorized
 from ..settings import PortalSettings
 from . import limits
-from .auth import scope_of
+from .auth import account_made, password_scope
 from .credentials import digest, new_api_key, new_session_token, shown_prefix
 from .password_policy import check_password
-from .passwords import hash_password, verify_password
-from .repository import ApiKeys, Directory
+from .passwords import hash_password
+from .repository import ApiKeys, PreAuth
 from .schemas import (
     ApiKeyOut,
     NewApiKey,
@@ -40,7 +40,7 @@ class SignedIn:
 def add_user(db: Session, username: str, password: str) -> AccountScope:
     username = check_username(username)
     password = check_password(password, username)
-    directory = Directory(db)
+    directory = PreAuth(db)
     if directory.user_named(username) is not None:
         raise Conflict(f"the username {username!r} is taken: choose another", code="username_taken")
     try:
@@ -50,37 +50,37 @@ def add_user(db: Session, username: str, password: str) -> AccountScope:
         raise Conflict(
             f"the username {username!r} is taken: choose another", code="username_taken"
         ) from None
-    return scope_of(user)
+    return account_made(user)
 
 
 def sign_in(
     db: Session, settings: PortalSettings, username: str, password: str, address: str
 ) -> SignedIn:
     username = normalize_username(username)
-    directory = Directory(db)
+    directory = PreAuth(db)
     directory.hold_sign_ins_of(username)  # until the request's transaction ends
     now = datetime.now(UTC)
     limits.check_allowed(directory, settings, username, address, now)
-    user = directory.user_named(username)
-    if not verify_password(user.password_hash if user else None, password) or user is None:
+    scope = password_scope(directory.user_named(username), password)
+    if scope is None:
         limits.record_failure(directory, settings, username, address, now)
         raise Unauthorized("wrong username or password", code="wrong_password")
     limits.record_success(directory, username, address)
-    return new_browser_session(db, settings, user, address)
+    return new_browser_session(db, settings, scope, address)
 
 
 def sign_out(db: Session, token: str | None) -> None:
     if token:
-        Directory(db).end_browser_session(digest(token))
+        PreAuth(db).end_browser_session(digest(token))
 
 
 def new_browser_session(
-    db: Session, settings: PortalSettings, user: User, address: str
+    db: Session, settings: PortalSettings, scope: AccountScope, address: str
 ) -> SignedIn:
     token = new_session_token()
     expires = datetime.now(UTC) + settings.session_lifetime
-    Directory(db).add_browser_session(user, digest(token), expires, address)
-    return SignedIn(scope_of(user), token)
+    PreAuth(db).add_browser_session(scope.user_id, digest(token), expires, address)
+    return SignedIn(scope, token)
 
 
 def _key_out(key: ApiKey) -> ApiKeyOut:

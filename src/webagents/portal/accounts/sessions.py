@@ -12,14 +12,13 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session
 
-from ..db.tables import User
 from ..errors import NotFound, Unauthorized
 from ..settings import PortalSettings
 from . import limits
 from .credentials import digest
 from .password_policy import check_password
 from .passwords import hash_password, verify_password
-from .repository import Directory, SignIns
+from .repository import PreAuth, SignIns
 from .scope import AccountScope
 
 KINDS = {
@@ -103,19 +102,18 @@ def change_password(
 ) -> None:
     """The old password first (counted as a sign-in's, so a session left open cannot be
     used to guess it); the new one by the policy; every other session and sign-in ends."""
-    directory = Directory(db)
+    directory = PreAuth(db)
     directory.hold_sign_ins_of(scope.username)
     now = datetime.now(UTC)
     limits.check_allowed(directory, settings, scope.username, address, now)
-    user = db.get_one(User, scope.user_id)
-    if not verify_password(user.password_hash, old):
+    sign_ins = SignIns(db, scope)
+    if not verify_password(sign_ins.user().password_hash, old):
         limits.record_failure(directory, settings, scope.username, address, now)
         raise Unauthorized(
             "the current password is wrong: type the one you sign in with now",
             code="wrong_password",
         )
     new = check_password(new, scope.username)
-    sign_ins = SignIns(db, scope)
     sign_ins.set_password_hash(hash_password(new))
     mine = directory.browser_session(digest(browser_token), now) if browser_token else None
     sign_ins.end_all(now, keep_browser=mine[1].id if mine is not None else None)

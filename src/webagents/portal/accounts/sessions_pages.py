@@ -25,7 +25,7 @@ from ..web import (
     set_csrf_cookie,
 )
 from . import sessions
-from .auth import Db, SignedIn, address_of
+from .auth import Db, SignedIn, SignedInForm, address_of
 from .password_policy import RULE as PASSWORD_RULE
 
 router = APIRouter(dependencies=[FormSecrets])
@@ -41,17 +41,13 @@ def sessions_page(request: Request, user: SignedIn, db: Db) -> Response:
 
 
 @router.post("/sessions/{kind}/{way_id}/end")
-def end_session(
-    request: Request, user: SignedIn, db: Db, kind: str, way_id: str, csrf: Csrf = ""
-) -> Response:
-    check_csrf(request, csrf)
+def end_session(request: Request, user: SignedInForm, db: Db, kind: str, way_id: str) -> Response:
     sessions.end_one(db, user, kind, way_id)
     return flash(request, RedirectResponse("/sessions", status_code=303), "session-ended")
 
 
 @router.post("/sessions/end-all")
-def end_everywhere(request: Request, user: SignedIn, db: Db, csrf: Csrf = "") -> Response:
-    check_csrf(request, csrf)
+def end_everywhere(request: Request, user: SignedInForm, db: Db) -> Response:
     sessions.end_everywhere(db, user)
     response = flash(request, RedirectResponse("/signin", status_code=303), "signed-out-everywhere")
     clear_session_cookie(request, response)

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from ..errors import Forbidden, TooManyRequests
 from ..settings import PortalSettings
 from .credentials import digest
-from .repository import Directory
+from .repository import PreAuth
 from .service import SignedIn, add_user, new_browser_session
 
 INVITE_PREFIX = "inv_"
@@ -35,7 +35,7 @@ def new_invite(db: Session, lifetime: timedelta) -> tuple[str, datetime]:
     """A new invitation: its code (shown this once) and when it expires."""
     code = INVITE_PREFIX + secrets.token_urlsafe(18)
     now = datetime.now(UTC)
-    invite = Directory(db).add_invite(digest(code.strip()), now, now + lifetime)
+    invite = PreAuth(db).add_invite(digest(code.strip()), now, now + lifetime)
     return code, invite.expires_at
 
 
@@ -51,7 +51,7 @@ def sign_up(
         raise Forbidden(CLOSED, code="sign_up_closed")
     if settings.sign_up == "invite" and not invite.strip():
         raise Forbidden(INVITE_NEEDED, code="invite_required")
-    directory = Directory(db)
+    directory = PreAuth(db)
     now = datetime.now(UTC)
     code = digest(invite.strip())
     if settings.sign_up == "invite" and not directory.invite_usable(code, now):
@@ -73,6 +73,4 @@ def sign_up(
         if settings.sign_up == "invite" and not directory.take_invite(code, scope.user_id, now):
             raise Forbidden(BAD_INVITE, code="bad_invite")  # taken meanwhile by another
         directory.add_sign_up(address, now, forget_before=since)
-    user = directory.user_named(scope.username)
-    assert user is not None
-    return new_browser_session(db, settings, user, address)
+    return new_browser_session(db, settings, scope, address)

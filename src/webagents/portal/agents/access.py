@@ -11,12 +11,12 @@ from __future__ import annotations
 import uuid
 from typing import Literal
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope
 from ..db.tables import Agent
 from ..errors import Forbidden, NotFound
+from .repository import PublicAgents
 
 Tier = Literal["owner", "user"]
 
@@ -46,11 +46,7 @@ def allows_others(db: Session, agent_id: str) -> bool:
         wanted = uuid.UUID(agent_id)
     except ValueError:
         wanted = None
-    found = (
-        db.scalar(select(Agent.allow_others).where(Agent.id == wanted))
-        if wanted is not None
-        else None
-    )
+    found = PublicAgents(db).allows_others(wanted) if wanted is not None else None
     if found is None:
         raise NotFound("there is no such agent on this portal: check the agent's link")
-    return bool(found)
+    return found

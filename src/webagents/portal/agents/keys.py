@@ -8,7 +8,6 @@ from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope
 from ..db.tables import AgentKey
-from ..tokens import agent_keys
 from ..tokens.agent_keys import AgentKeys
 from .schemas import KeyMade, KeyOut
 from .service import get_agent
@@ -32,7 +31,7 @@ def list_keys(db: Session, scope: AccountScope, agent_id: str) -> list[AgentKey]
 
 def add_key(db: Session, scope: AccountScope, agent_id: str, name: str | None) -> KeyMade:
     agent = get_agent(db, scope, agent_id)
-    made = agent_keys.make_key(db, agent, name)
+    made = AgentKeys(db, scope, agent.id).make(name)
     return KeyMade(key=key_out(made.key), rawApiKey=made.raw)
 
 

@@ -14,22 +14,21 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope
-from .repository import keep_name, name_kept_for_another, name_taken, release_name
+from .repository import Agents
 
 KEPT_FOR = timedelta(days=30)
 
 
 def free_for(db: Session, scope: AccountScope, name: str) -> bool:
     """May this account give an agent `name` now?"""
-    if name_taken(db, name):
-        return False
-    return not name_kept_for_another(db, name, scope.user_id, datetime.now(UTC))
+    agents = Agents(db, scope)
+    return not agents.name_taken(name) and not agents.name_kept_for_another(name, datetime.now(UTC))
 
 
 def retire(db: Session, scope: AccountScope, name: str) -> None:
-    keep_name(db, name, scope.user_id, datetime.now(UTC) + KEPT_FOR)
+    Agents(db, scope).keep_name(name, datetime.now(UTC) + KEPT_FOR)
 
 
 def taken_by_owner(db: Session, scope: AccountScope, name: str) -> None:
     """The name is an agent's again (its owner took it back, or a free name was taken)."""
-    release_name(db, name)
+    Agents(db, scope).release_name(name)

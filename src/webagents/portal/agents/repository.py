@@ -1,4 +1,6 @@
-"""All SQL of agents, scoped: made from an AccountScope, it sees that account's agents only."""
+"""All SQL of agents. `Agents` is scoped: made from an AccountScope, it sees that account's
+agents only (and answers yes or no about names, which are unique across accounts).
+`PublicAgents` finds an agent by what a caller presents, before anyone is verified."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope, require_scope
+from ..accounts.scope import AccountScope, PreAuthLookup, require_scope
 from ..db.tables import Agent, RetiredAgentName
 from ..storable import is_storable
 
@@ -37,39 +39,48 @@ class Agents:
         self._session.delete(agent)
         self._session.flush()
 
+    # Names: public addresses, unique on the portal (names.py). These questions are asked
+    # across accounts, and answer only yes or no.
 
-def name_taken(session: Session, name: str) -> bool:
-    """Agent names are unique on the portal (they name public endpoints): this one question
-    is asked across accounts, and answers only yes or no."""
-    return session.scalar(select(Agent.id).where(Agent.name == name)) is not None
+    def name_taken(self, name: str) -> bool:
+        """Has any account's agent this name?"""
+        return self._session.scalar(select(Agent.id).where(Agent.name == name)) is not None
 
-
-def name_kept_for_another(session: Session, name: str, user_id: uuid.UUID, now: datetime) -> bool:
-    """Is `name` given up lately by an account other than `user_id`, and still kept for it?
-    Asked across accounts, like name_taken, and answers only yes or no."""
-    found = session.scalar(
-        select(RetiredAgentName.name).where(
-            RetiredAgentName.name == name,
-            RetiredAgentName.user_id != user_id,
-            RetiredAgentName.reserved_until > now,
+    def name_kept_for_another(self, name: str, now: datetime) -> bool:
+        """Is `name` given up lately by another account, and still kept for it?"""
+        found = self._session.scalar(
+            select(RetiredAgentName.name).where(
+                RetiredAgentName.name == name,
+                RetiredAgentName.user_id != self._scope.user_id,
+                RetiredAgentName.reserved_until > now,
+            )
         )
-    )
-    return found is not None
+        return found is not None
+
+    def keep_name(self, name: str, until: datetime) -> None:
+        """Keep a name this account gave up for it until `until` (a later retirement renews)."""
+        self._session.execute(delete(RetiredAgentName).where(RetiredAgentName.name == name))
+        self._session.add(
+            RetiredAgentName(name=name, user_id=self._scope.user_id, reserved_until=until)
+        )
+        self._session.flush()
+
+    def release_name(self, name: str) -> None:
+        """The name is an agent's again: kept for nobody."""
+        self._session.execute(delete(RetiredAgentName).where(RetiredAgentName.name == name))
 
 
-def keep_name(session: Session, name: str, user_id: uuid.UUID, until: datetime) -> None:
-    """Keep a name given up by `user_id` for it until `until` (a later retirement renews)."""
-    session.execute(delete(RetiredAgentName).where(RetiredAgentName.name == name))
-    session.add(RetiredAgentName(name=name, user_id=user_id, reserved_until=until))
-    session.flush()
+class PublicAgents(PreAuthLookup):
+    """Any account's agent by what a caller presents before anyone is verified: its public
+    name, or its id (the agent's verifier asking its owner's choice)."""
 
+    def named(self, name: str) -> Agent | None:
+        """Whom a caller asks a token for, or talks to through Portal Connect."""
+        if not is_storable(name):  # no row has it, and PostgreSQL would raise on a NUL
+            return None
+        return self._session.scalars(select(Agent).where(Agent.name == name)).one_or_none()
 
-def release_name(session: Session, name: str) -> None:
-    session.execute(delete(RetiredAgentName).where(RetiredAgentName.name == name))
-
-
-def agent_named(session: Session, name: str) -> Agent | None:
-    """Any account's agent by its public name: whom a caller asks a token for."""
-    if not is_storable(name):  # no row has it, and PostgreSQL would raise on a NUL
-        return None
-    return session.scalars(select(Agent).where(Agent.name == name)).one_or_none()
+    def allows_others(self, agent_id: uuid.UUID) -> bool | None:
+        """The owner's choice whether users other than the owner may call; None: no agent."""
+        found = self._session.scalar(select(Agent.allow_others).where(Agent.id == agent_id))
+        return None if found is None else bool(found)

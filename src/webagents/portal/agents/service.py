@@ -19,7 +19,7 @@ from ..tokens import agent_keys
 from ..tokens import service as tokens
 from . import names
 from .access import tier_of
-from .repository import Agents, agent_named
+from .repository import Agents, PublicAgents
 from .schemas import AgentCreated, AgentIn, AgentOut, AgentPatch, check_agent_name
 from .skills_field import check_skills
 
@@ -105,7 +105,7 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
     except IntegrityError:
         raise _taken(name) from None
     names.taken_by_owner(db, scope, name)
-    made = agent_keys.make_key(db, agent, given.keyName)
+    made = agent_keys.AgentKeys(db, scope, agent.id).make(given.keyName)
     return AgentCreated(agent=agent_out(agent), rawApiKey=made.raw)
 
 
@@ -146,7 +146,7 @@ def agent_token(
 ) -> dict[str, object]:
     """A token to call the agent `name` as this user: `aud` is the agent, `tier` says
     whether the user owns it. The agent's `auth` skill verifies it against the JWKS."""
-    agent = agent_named(db, name)
+    agent = PublicAgents(db).named(name)
     if agent is None:
         raise NotFound(f"there is no agent {name!r} on this portal")
     tier = tier_of(agent, scope)  # a 403 where the owner has not allowed others

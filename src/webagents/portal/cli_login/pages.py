@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from ..accounts.auth import Db, SignedIn, address_of
+from ..accounts.auth import Db, SignedIn, SignedInForm, address_of
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..tokens import service as tokens
@@ -30,14 +30,12 @@ def cli_auth_page(request: Request, user: SignedIn, port: str = "", state: str =
 @router.post("/cli/auth")
 def cli_auth(
     request: Request,
-    user: SignedIn,
+    user: SignedInForm,
     db: Db,
-    csrf: Csrf = "",
     port: FormText = "",
     state: FormText = "",
     decision: FormText = "",
 ) -> Response:
-    check_csrf(request, csrf)
     number, state = service.check_callback(port, state)
     if decision != "approve":
         target = service.callback_url(number, error="access_denied", state=state)

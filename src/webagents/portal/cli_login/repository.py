@@ -6,17 +6,14 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.orm import Session
 
-from ..db.tables import DeviceCode
+from ..accounts.scope import PreAuthLookup
+from ..db.tables import DeviceCode, User
 
 
-class DeviceCodes:
+class DeviceCodes(PreAuthLookup):
     """Device codes are looked up by what their holder presents (the device its code, the
     person the short user code), before any account is known: no scope."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
 
     def add(self, code: DeviceCode) -> DeviceCode:
         self._session.add(code)
@@ -41,6 +38,11 @@ class DeviceCodes:
             .values(consumed_at=now)
         )
         return bool(getattr(done, "rowcount", 0) == 1)
+
+    def approver(self, code: DeviceCode) -> User:
+        """The account that approved the code (the caller checked that one did)."""
+        assert code.user_id is not None
+        return self._session.get_one(User, code.user_id)
 
     def forget_expired(self, now: datetime) -> None:
         self._session.execute(delete(DeviceCode).where(DeviceCode.expires_at <= now))

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from ..accounts.credentials import digest
 from ..accounts.scope import AccountScope
-from ..db.tables import DeviceCode, User
+from ..db.tables import DeviceCode
 from ..errors import BadInput, PortalError
 from ..settings import PortalSettings
 from ..tokens import service as tokens
@@ -146,7 +146,7 @@ def poll_device(
         if polled_before and now - polled_before < timedelta(seconds=DEVICE_POLL_SECONDS):
             raise DeviceGrantError("poll less often", code="slow_down")
         raise DeviceGrantError("not approved yet", code="authorization_pending")
-    user = db.get_one(User, code.user_id)
+    user = DeviceCodes(db).approver(code)
     if not DeviceCodes(db).consume(code.id, now):
         raise DeviceGrantError("this device code was used already", code="invalid_grant")
     issued = tokens.issue(

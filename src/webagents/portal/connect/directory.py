@@ -14,12 +14,14 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..accounts.scope import SystemScope, require_system_scope
 from ..db.tables import AgentConnection, RelayPayload
 
 HEARTBEAT = timedelta(seconds=5)
 STALE = HEARTBEAT * 4
 # A payload row nobody took (its receiver died) is dropped after this.
 PAYLOAD_KEPT = timedelta(minutes=5)
+RELAY = SystemScope("connect directory")
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,14 @@ class Holder:
 
 
 class Directory:
-    def __init__(self, sessions: sessionmaker[Session], process_id: uuid.UUID) -> None:
+    """Every agent's connections, for Portal Connect's relay (a background job's scope:
+    whoever asks was verified by the relay before it asks)."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], process_id: uuid.UUID, scope: SystemScope
+    ) -> None:
         self._sessions = sessions
+        self._scope = require_system_scope(scope)
         self.process_id = process_id
 
     def add(self, connection_id: uuid.UUID, agent_id: uuid.UUID) -> None:

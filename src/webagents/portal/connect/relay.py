@@ -28,7 +28,7 @@ from ..settings import PortalSettings
 from ..tokens import agent_keys
 from . import protocol
 from .bus import Bus
-from .directory import HEARTBEAT, Directory, Holder
+from .directory import HEARTBEAT, RELAY, Directory, Holder
 from .live import LiveConnection, Registry, Reply
 
 log = logging.getLogger("webagents.portal.connect")
@@ -54,7 +54,7 @@ class Relay:
     def __init__(self, sessions: sessionmaker[Session], settings: PortalSettings) -> None:
         self.process_id = uuid.uuid4()
         self.registry = Registry()
-        self.directory = Directory(sessions, self.process_id)
+        self.directory = Directory(sessions, self.process_id, RELAY)
         self._sessions = sessions
         self._settings = settings
         self._bus: Bus | None = None
@@ -238,4 +238,4 @@ class Relay:
 
     def _live_keys(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
         with self._sessions() as db:
-            return agent_keys.live_among(db, key_ids)
+            return agent_keys.PresentedKeys(db).live_among(key_ids)

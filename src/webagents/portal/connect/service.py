@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope
 from ..agents.access import tier_of
-from ..agents.repository import agent_named
+from ..agents.repository import PublicAgents
 from ..chats import service as chats
 from ..errors import BadInput, NotFound
 from . import assertion
@@ -31,7 +31,7 @@ class Relayed:
 
 def for_caller(db: Session, scope: AccountScope, name: str, issuer: str) -> Relayed:
     """A caller of the public endpoint `POST /agents/<name>/chat/completions`."""
-    agent = agent_named(db, name)
+    agent = PublicAgents(db).named(name)
     if agent is None:
         raise NotFound(f"there is no agent {name!r} on this portal: check the name in the URL")
     tier = tier_of(agent, scope)  # a 403 where the owner has not allowed others

@@ -20,20 +20,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 import anyio.to_thread
 from fastapi import Depends, Request
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..settings import PortalSettings
+from . import dialect
 from .gate import DatabaseGate
 from .outage import Outage
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-_READ_ONLY = "webagents_read_only"
 # Connections beyond the gate's slots, for the database work done outside requests.
 POOL_RESERVE = 8
 # How long that work waits for a connection before it fails (a request never waits: see
@@ -51,34 +50,14 @@ def make_engine(settings: PortalSettings) -> Engine:
         return create_engine(settings.database_url, pool_pre_ping=True, **pool)
     engine = create_engine(settings.database_url, connect_args={"check_same_thread": False}, **pool)
 
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves (below)
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA foreign_keys = ON")
-        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        # FULL, not NORMAL: with WAL, NORMAL syncs only at checkpoints, so a power loss may
-        # undo the last commits (never corrupt). An answered write must outlive that: the
-        # agent's outbox drops a note once the portal answered, and a change feed that lost
-        # its last cursors would give them again to other changes, which agents that had
-        # pulled them would then never pull. (Measured: a put's commit here is about 2 ms
-        # with NORMAL and 7 ms with FULL, the one fsync per commit; docs/portal.md.)
-        cursor.execute("PRAGMA synchronous = FULL")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(connection: Any) -> None:
-        reads_only = connection.get_execution_options().get(_READ_ONLY, False)
-        connection.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
-
+    dialect.prepare_sqlite(engine)
     return engine
 
 
 def read_only(session: Session) -> Session:
     """Mark a session that has not begun as one that only reads (see above); a write in it
     may fail on SQLite with "database is locked". PostgreSQL is unaffected."""
-    session.connection(execution_options={_READ_ONLY: True})
+    session.connection(execution_options={dialect.READ_ONLY: True})
     return session
 
 
@@ -91,7 +70,9 @@ def make_reading_sessions(engine: Engine) -> sessionmaker[Session]:
     """Sessions that only read, as `read_only` makes them, but marked through their engine
     (the same pool), so that making one takes no connection: it is taken at the first query,
     in the worker thread that asks it, not in the event loop."""
-    return sessionmaker(engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False)
+    return sessionmaker(
+        engine.execution_options(**{dialect.READ_ONLY: True}), expire_on_commit=False
+    )
 
 
 async def _writing_slot(request: Request) -> AsyncIterator[None]:

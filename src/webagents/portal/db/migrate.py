@@ -13,6 +13,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
+from . import dialect
 from .tables import Base
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -54,8 +55,9 @@ def _sqlite_foreign_keys(connection: Connection, on: bool) -> None:
 def upgrade(engine: Engine) -> None:
     """Bring the database to the newest schema; a no-op when it is there already."""
     with engine.connect() as connection:
-        sqlite = connection.dialect.name == "sqlite"
-        if connection.dialect.name == "postgresql":
+        postgres = dialect.is_postgresql(connection)
+        sqlite = not postgres
+        if postgres:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
             connection.commit()
         if sqlite:
@@ -72,7 +74,7 @@ def upgrade(engine: Engine) -> None:
             if sqlite:
                 connection.rollback()
                 _sqlite_foreign_keys(connection, on=True)
-            if connection.dialect.name == "postgresql":
+            if postgres:
                 connection.execute(
                     text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK}
                 )

@@ -21,127 +21,28 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
 
-import numpy as np
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..accounts.scope import SystemScope
 from ..db.engine import read_only
-from ..db.tables import MemoryEntry, MemoryFeed, MemoryVector, utcnow
 from ..embeddings import Embedder
+from .across_agents import BATCH, AcrossAgents, Due
 
 log = logging.getLogger("webagents.portal.memory")
 
-BATCH = 32
-MAX_TEXT_CHARS = 8000  # models read far less; the rest would only cost
 
-
-@dataclass(frozen=True)
-class Due:
-    agent_id: uuid.UUID
-    entry_id: uuid.UUID
-    cursor: int
-    text: str
-
-
-def due(
-    db: Session,
-    model: str,
-    limit: int = BATCH,
-    *,
-    agent_id: uuid.UUID | None = None,
-    since: int = 0,
-) -> list[Due]:
-    """Entries without a vector of `model` as of their latest change: of every agent, oldest
-    change first; or of one agent, those changed after cursor `since`, by cursor."""
-    vector = MemoryVector
-    query = (
-        select(
-            MemoryEntry.agent_id,
-            MemoryEntry.id,
-            MemoryEntry.cursor,
-            MemoryEntry.key,
-            MemoryEntry.description,
-            MemoryEntry.content,
-        )
-        .outerjoin(vector, vector.entry_id == MemoryEntry.id)
-        .where(
-            MemoryEntry.deleted_at.is_(None),
-            or_(
-                vector.entry_id.is_(None),
-                vector.model != model,
-                vector.entry_cursor != MemoryEntry.cursor,
-            ),
-        )
-        .limit(limit)
-    )
-    if agent_id is None:
-        query = query.order_by(MemoryEntry.updated_at)
-    else:
-        query = query.where(MemoryEntry.agent_id == agent_id, MemoryEntry.cursor > since).order_by(
-            MemoryEntry.cursor
-        )
-    rows = db.execute(query)
-    return [
-        Due(agent, ident, cursor, f"{key}\n{description}\n{content}"[:MAX_TEXT_CHARS])
-        for agent, ident, cursor, key, description, content in rows
-    ]
-
-
-def store(db: Session, model: str, done: Sequence[tuple[Due, Sequence[float]]]) -> None:
-    """Keep the vectors (float32 bytes), each as of the cursor its text was read at: if the
-    entry changed meanwhile, it stays due and is embedded again."""
-    if not done:
-        return
-    postgres = db.get_bind().dialect.name == "postgresql"
-    now = utcnow()
-    for item, vector in done:
-        values = {
-            "entry_id": item.entry_id,
-            "agent_id": item.agent_id,
-            "model": model,
-            "entry_cursor": item.cursor,
-            "vector": np.asarray(vector, dtype=np.float32).tobytes(),
-            "embedded_at": now,
-        }
-        made = postgresql.insert(MemoryVector) if postgres else sqlite.insert(MemoryVector)
-        upsert = made.values(values).on_conflict_do_update(
-            index_elements=[MemoryVector.entry_id],
-            set_={k: v for k, v in values.items() if k != "entry_id"},
-        )
-        # An entry forgotten (or removed) since it was read gets no vector.
-        still = db.scalar(
-            select(MemoryEntry.id).where(
-                and_(MemoryEntry.id == item.entry_id, MemoryEntry.deleted_at.is_(None))
-            )
-        )
-        if still is not None:
-            db.execute(upsert)
-    agents = sorted({item.agent_id for item, _ in done})
-    db.execute(
-        update(MemoryFeed)
-        .where(MemoryFeed.agent_id.in_(agents))
-        .values(vectors_version=MemoryFeed.vectors_version + 1)
-    )
-    db.flush()
-
-
-def feeds(db: Session) -> dict[uuid.UUID, int]:
-    """Each agent's last cursor: a row per agent with notes, read at every idle look."""
-    rows = db.execute(select(MemoryFeed.agent_id, MemoryFeed.last_cursor))
-    return {agent: int(cursor) for agent, cursor in rows}
+WORKER = SystemScope("embedding worker")
 
 
 def embed_due(db: Session, embedder: Embedder, limit: int = BATCH) -> int:
     """One round in one session: how many entries got a vector."""
-    items = due(db, embedder.name, limit)
+    queue = AcrossAgents(db, WORKER)
+    items = queue.due(embedder.name, limit)
     if not items:
         return 0
     vectors = embedder.embed([item.text for item in items])
-    store(db, embedder.name, list(zip(items, vectors, strict=True)))
+    queue.keep_vectors(embedder.name, list(zip(items, vectors, strict=True)))
     return len(items)
 
 
@@ -208,7 +109,8 @@ class EmbeddingWorker:
             return 0
         vectors = self._embedder.embed([item.text for item in items])
         with self._sessions() as session:
-            store(session, self._embedder.name, list(zip(items, vectors, strict=True)))
+            done = list(zip(items, vectors, strict=True))
+            AcrossAgents(session, WORKER).keep_vectors(self._embedder.name, done)
             session.commit()
         # The batch was this agent's first due entries by cursor: every entry up to the last
         # of them is embedded now, or changed since (its cursor is past this one then).
@@ -218,9 +120,10 @@ class EmbeddingWorker:
 
     def _next_batch(self) -> tuple[uuid.UUID | None, list[Due]]:
         with read_only(self._sessions()) as session:
+            queue = AcrossAgents(session, WORKER)
             moved = sorted(
                 (agent, last)
-                for agent, last in feeds(session).items()
+                for agent, last in queue.feeds().items()
                 if last > self._checked.get(agent, 0)
             )
             # Agents in turn after the one served last, so a busy agent starves none.
@@ -229,7 +132,7 @@ class EmbeddingWorker:
                 moved = moved[after[0] + 1 :] + moved[: after[0] + 1]
             for agent, last in moved:
                 since = self._checked.get(agent, 0)
-                items = due(session, self._embedder.name, agent_id=agent, since=since)
+                items = queue.due(self._embedder.name, agent_id=agent, since=since)
                 if items:
                     return agent, items
                 # None due after `since`: every change up to `last` (committed, as cursors

@@ -21,7 +21,7 @@ from ..accounts.auth import Db, SignedIn
 from ..errors import NotFound
 from ..web import FormSecrets, flash
 from . import service
-from .pages import Opened, Posted, _open, _page, _who, label_of, shown
+from .page_parts import Opened, Posted, label_of, open_memory, render_page, shown, who_did
 from .quotas import quotas_of
 from .schemas import check_key, check_namespace
 
@@ -40,11 +40,11 @@ def forget_page(
     request: Request, user: SignedIn, db: Db, agent_id: str, namespace: str = "", key: str = ""
 ) -> Response:
     """Asks before the entry is forgotten (only a kept entry can be: else 404)."""
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     entry = service.get(opened.store, check_namespace(namespace), check_key(key))
     if entry is None:
         raise NotFound(f"{shown(namespace)} keeps no entry {key!r} now: nothing to forget")
-    return _page(
+    return render_page(
         request,
         user,
         opened,
@@ -78,9 +78,9 @@ def forget_entry(
 def forgotten_page(
     request: Request, user: SignedIn, db: Db, agent_id: str, namespace: str = ""
 ) -> Response:
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     check_namespace(namespace)
-    return _page(
+    return render_page(
         request,
         user,
         opened,
@@ -92,7 +92,7 @@ def forgotten_page(
             {
                 "key": version.key,
                 "at": version.at,
-                "who": _who(version.by),
+                "who": who_did(version.by),
                 "content": version.content,
                 "version": version.id,
             }

@@ -12,25 +12,22 @@ callers and their identities shown as `caller.shown_to_owner` prints them (no lo
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
+from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...portal_wire.memory import EntryOut
 from ..accounts.auth import Db, SignedIn
 from ..accounts.scope import AccountScope
-from ..agents.service import get_agent
-from ..db.tables import Agent
-from ..embeddings.local import weights_absent
 from ..errors import BadInput, Conflict, NotFound, PortalError
-from ..web import CSRF_FIELD, FormSecrets, check_csrf, flash, render
+from ..web import CSRF_FIELD, FormSecrets, flash
 from . import export, retention, service
 from . import search as searching
+from .page_parts import Opened, Posted, label_of, open_memory, render_page, shown, who_did
 from .quotas import quotas_of
 from .repository import MemoryStore
 from .schemas import check_key, check_namespace
@@ -49,59 +46,10 @@ EDITED_MEANWHILE = (
 )
 
 
-@dataclass(frozen=True)
-class Opened:
-    agent: Agent
-    store: MemoryStore
-    base: str
-
-
-def _open(db: Db, user: AccountScope, agent_id: str) -> Opened:
-    """The agent and its store, for its owner only (anyone else: 404)."""
-    agent = get_agent(db, user, agent_id)
-    store = MemoryStore.for_owner(db, user, agent.id)
-    return Opened(agent, store, f"/agents/{agent.id}/memory")
-
-
-def _posted(request: Request, user: SignedIn, db: Db, agent_id: str, csrf: Csrf = "") -> Opened:
-    """A form sent to one of an agent's memory pages: its CSRF token checked (before anything
-    is looked up), then the agent and its store opened for its owner only (anyone else: 404)."""
-    check_csrf(request, csrf)
-    return _open(db, user, agent_id)
-
-
-Posted = Annotated[Opened, Depends(_posted)]
-
-
-def label_of(namespace: str) -> str:
-    if namespace == OWNER_NAMESPACE:
-        return "owner"
-    if namespace == SHARED_NAMESPACE:
-        return "shared"
-    return "caller"
-
-
-def shown(namespace: str) -> str:
-    """A namespace as the owner reads it; `caller:*` is every caller."""
-    if namespace == retention.ALL_CALLERS:
-        return "all callers (caller:*)"
-    return shown_to_owner(namespace)
-
-
-def _page(
-    request: Request, user: AccountScope, opened: Opened, template: str, **context: Any
-) -> Response:
-    context.setdefault("query", "")
-    context.setdefault("notice", None)
-    state = request.app.state
-    context.setdefault("meaning_off", weights_absent(state.settings.embeddings, state.embedder))
-    return render(request, template, user=user, agent=opened.agent, base=opened.base, **context)
-
-
 def _overview(
     request: Request, user: AccountScope, db: Db, opened: Opened, **context: Any
 ) -> Response:
-    rules = retention.rules_of(db, opened.agent.id)
+    rules = retention.rules_of(opened.store)
     forgotten = service.forgotten_counts(opened.store)
     changed = service.last_changes(opened.store)
     # A namespace whose entries were all forgotten is listed too: its Forgotten page
@@ -122,7 +70,7 @@ def _overview(
     choices = [OWNER_NAMESPACE, SHARED_NAMESPACE, retention.ALL_CALLERS] + [
         name for name, _ in service.namespaces(opened.store) if label_of(name) == "caller"
     ]
-    return _page(
+    return render_page(
         request,
         user,
         opened,
@@ -147,17 +95,17 @@ def _kept(days: int | None) -> str:
 
 @router.get("/agents/{agent_id}/memory")
 def memory_page(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
-    return _overview(request, user, db, _open(db, user, agent_id))
+    return _overview(request, user, db, open_memory(db, user, agent_id))
 
 
 @router.get("/agents/{agent_id}/memory/namespace")
 def namespace_page(
     request: Request, user: SignedIn, db: Db, agent_id: str, namespace: str = ""
 ) -> Response:
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     check_namespace(namespace)
     entries = service.list_entries(opened.store, [namespace], limit=service.MAX_LIST)
-    return _page(
+    return render_page(
         request,
         user,
         opened,
@@ -172,7 +120,7 @@ def namespace_page(
 @router.get("/agents/{agent_id}/memory/search")
 def search_page(request: Request, user: SignedIn, db: Db, agent_id: str, q: str = "") -> Response:
     """Every namespace, by the store's hybrid search (the owner may read them all)."""
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     hits: list[dict[str, Any]] = []
     semantic = request.app.state.embedder is not None
     if q.strip():
@@ -185,7 +133,7 @@ def search_page(request: Request, user: SignedIn, db: Db, agent_id: str, q: str 
                 embedder=request.app.state.embedder,
             )
         except BadInput as exc:  # punctuation alone: no word to look for
-            return _page(
+            return render_page(
                 request,
                 user,
                 opened,
@@ -214,7 +162,7 @@ def search_page(request: Request, user: SignedIn, db: Db, agent_id: str, q: str 
         unavailable = answer.semantic == "unavailable"
     else:
         unavailable = False
-    return _page(
+    return render_page(
         request,
         user,
         opened,
@@ -242,7 +190,7 @@ def _entry_page(
     if entry is None and not versions:
         raise NotFound(f"{shown(namespace)} keeps no entry {key!r} and never did")
     description, content = draft or ((entry.description, entry.content) if entry else ("", ""))
-    return _page(
+    return render_page(
         request,
         user,
         opened,
@@ -262,7 +210,7 @@ def _entry_page(
                 "id": v.id,
                 "at": v.at,
                 "op": "forgotten" if v.op == "delete" else "written",
-                "who": _who(v.by),
+                "who": who_did(v.by),
                 "content": v.content,
                 "restorable": entry is None
                 or v.content_sha256 != entry.content_sha256
@@ -273,17 +221,11 @@ def _entry_page(
     )
 
 
-def _who(by: str) -> str:
-    if by.startswith("owner:"):
-        return "you, on the portal"
-    return {"agent": "the agent", "sync": "the agent (sync)", "retention": "retention"}.get(by, by)
-
-
 @router.get("/agents/{agent_id}/memory/entry")
 def entry_page(
     request: Request, user: SignedIn, db: Db, agent_id: str, namespace: str = "", key: str = ""
 ) -> Response:
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     return _entry_page(request, user, opened, check_namespace(namespace), check_key(key))
 
 
@@ -353,7 +295,7 @@ def set_retention(
     days: FormText = "",
 ) -> Response:
     try:
-        retention.set_rule(db, opened.agent.id, namespace, days)
+        retention.set_rule(opened.store, namespace, days)
     except BadInput as exc:
         return _overview(request, user, db, opened, status=exc.status, error=exc.message)
     return flash(request, RedirectResponse(opened.base, status_code=303), "retention-saved")
@@ -385,7 +327,7 @@ def _download(data: bytes, media_type: str, filename: str) -> Response:
 
 @router.get("/agents/{agent_id}/memory/export.jsonl")
 def export_jsonl(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     entries = [entry.model_dump(mode="json") for entry in all_entries(opened.store)]
     data = b"".join(export.jsonl_lines(entries))
     return _download(data, "application/x-ndjson", f"{opened.agent.name}-memory.jsonl")
@@ -393,6 +335,6 @@ def export_jsonl(request: Request, user: SignedIn, db: Db, agent_id: str) -> Res
 
 @router.get("/agents/{agent_id}/memory/export.zip")
 def export_zip(request: Request, user: SignedIn, db: Db, agent_id: str) -> Response:
-    opened = _open(db, user, agent_id)
+    opened = open_memory(db, user, agent_id)
     data = export.notes_zip(all_entries(opened.store), now=datetime.now(UTC))
     return _download(data, "application/zip", f"{opened.agent.name}-memory.zip")

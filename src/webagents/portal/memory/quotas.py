@@ -129,69 +129,98 @@ def _size(count: int) -> str:
     return f"{count:,} bytes" if count < MB else f"{count / MB:,.1f} MB"
 
 
+_FREE = (
+    "forget notes the agent no longer needs (memory_forget, or the owner's memory "
+    "pages), or ask the portal's administrator to raise"
+)
+_KEPT = (
+    "the owner can set a retention period for the namespace on the agent's memory page "
+    "(versions and forgotten notes older than it go), or ask the portal's administrator "
+    "to raise"
+)
+
+
+@dataclass(frozen=True)
+class _Bound:
+    """One quota as a write meets it: `name` is its MemoryQuotas field (its option in
+    OPTIONS, its code `<name>_quota`); `over` says, for the message, what going over is, and
+    `free` what frees room."""
+
+    name: str
+    used: int
+    added: int
+    limit: int
+    over: str
+    free: str = _FREE
+
+
 def check_write(
     quotas: MemoryQuotas, agent: Usage, user: Usage, *, entries: int, size: int, version: int
 ) -> None:
     """Refuse a write that adds `entries` (0 or 1), `size` bytes (may be negative) and a
     version of `version` bytes when it would bring the agent's or the user's store over a
     quota."""
-    free = (
-        "forget notes the agent no longer needs (memory_forget, or the owner's memory "
-        "pages), or ask the portal's administrator to raise"
-    )
-    if entries > 0 and agent.entries + entries > quotas.agent_entries:
-        raise QuotaExceeded(
+    bounds = (
+        _Bound(
+            "agent_entries",
+            agent.entries,
+            entries,
+            quotas.agent_entries,
             f"this agent keeps {agent.entries:,} notes in the portal, the most it may "
-            f"({quotas.agent_entries:,}); nothing was stored: {free} "
-            f"{OPTIONS['agent_entries']}",
-            code="agent_entries_quota",
-            option=OPTIONS["agent_entries"],
-        )
-    if size > 0 and agent.bytes + size > quotas.agent_bytes:
-        raise QuotaExceeded(
+            f"({quotas.agent_entries:,})",
+        ),
+        _Bound(
+            "agent_bytes",
+            agent.bytes,
+            size,
+            quotas.agent_bytes,
             f"this note would bring this agent's notes in the portal to "
-            f"{_size(agent.bytes + size)}, over the {_size(quotas.agent_bytes)} it may keep; "
-            f"nothing was stored: {free} {OPTIONS['agent_bytes']}",
-            code="agent_bytes_quota",
-            option=OPTIONS["agent_bytes"],
-        )
-    if entries > 0 and user.entries + entries > quotas.user_entries:
-        raise QuotaExceeded(
+            f"{_size(agent.bytes + size)}, over the {_size(quotas.agent_bytes)} it may keep",
+        ),
+        _Bound(
+            "user_entries",
+            user.entries,
+            entries,
+            quotas.user_entries,
             f"the agents of this agent's owner keep {user.entries:,} notes in the portal, the "
-            f"most one user's agents may ({quotas.user_entries:,}); nothing was stored: "
-            f"{free} {OPTIONS['user_entries']}",
-            code="user_entries_quota",
-            option=OPTIONS["user_entries"],
-        )
-    if size > 0 and user.bytes + size > quotas.user_bytes:
-        raise QuotaExceeded(
+            f"most one user's agents may ({quotas.user_entries:,})",
+        ),
+        _Bound(
+            "user_bytes",
+            user.bytes,
+            size,
+            quotas.user_bytes,
             f"this note would bring the notes of this agent's owner's agents in the portal to "
             f"{_size(user.bytes + size)}, over the {_size(quotas.user_bytes)} one user's "
-            f"agents may keep; nothing was stored: {free} {OPTIONS['user_bytes']}",
-            code="user_bytes_quota",
-            option=OPTIONS["user_bytes"],
-        )
-    kept = (
-        "the owner can set a retention period for the namespace on the agent's memory page "
-        "(versions and forgotten notes older than it go), or ask the portal's administrator "
-        "to raise"
-    )
-    if agent.version_bytes + version > quotas.agent_version_bytes:
-        raise QuotaExceeded(
+            f"agents may keep",
+        ),
+        _Bound(
+            "agent_version_bytes",
+            agent.version_bytes,
+            version,
+            quotas.agent_version_bytes,
             f"this note's version would bring the versions this agent's notes keep in the "
             f"portal (forgotten notes' included) to {_size(agent.version_bytes + version)}, "
-            f"over the {_size(quotas.agent_version_bytes)} it may keep; nothing was stored: "
-            f"{kept} {OPTIONS['agent_version_bytes']}",
-            code="agent_version_bytes_quota",
-            option=OPTIONS["agent_version_bytes"],
-        )
-    if user.version_bytes + version > quotas.user_version_bytes:
-        raise QuotaExceeded(
+            f"over the {_size(quotas.agent_version_bytes)} it may keep",
+            _KEPT,
+        ),
+        _Bound(
+            "user_version_bytes",
+            user.version_bytes,
+            version,
+            quotas.user_version_bytes,
             f"this note's version would bring the versions that the notes of this agent's "
             f"owner's agents keep in the portal (forgotten notes' included) to "
             f"{_size(user.version_bytes + version)}, over the "
-            f"{_size(quotas.user_version_bytes)} one user's agents may keep; nothing was "
-            f"stored: {kept} {OPTIONS['user_version_bytes']}",
-            code="user_version_bytes_quota",
-            option=OPTIONS["user_version_bytes"],
-        )
+            f"{_size(quotas.user_version_bytes)} one user's agents may keep",
+            _KEPT,
+        ),
+    )
+    for bound in bounds:
+        if bound.added > 0 and bound.used + bound.added > bound.limit:
+            option = OPTIONS[bound.name]
+            raise QuotaExceeded(
+                f"{bound.over}; nothing was stored: {bound.free} {option}",
+                code=f"{bound.name}_quota",
+                option=option,
+            )

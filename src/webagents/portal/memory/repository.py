@@ -1,33 +1,41 @@
-"""All SQL of the memory store but search's (search.py), scoped to one agent.
+"""All SQL of one agent's memory store, scoped to that agent (the background jobs' reads
+across agents are in across_agents.py).
 
-A `MemoryStore` is made in one of two ways only: for the agent, from the AgentScope its key
-was verified as; or for its owner, from an AccountScope and the agent's id (404 unless that
-account owns the agent). Every query starts from the store's agent, so none can run for no
-agent or for every agent.
+A `MemoryStore` is made in one of three ways only: for the agent, from the AgentScope its key
+was verified as; for its owner, from an AccountScope and the agent's id (404 unless that
+account owns the agent); or for a background job (the retention sweeper), from a
+SystemScope. Every query starts from the store's agent, so none can run for no agent or for
+every agent; the SQL that full-text search and the vector cache write themselves (search.py,
+vector_cache.py) runs through `run`, with the store's agent bound.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    LargeBinary,
-    Select,
-    and_,
-    cast,
-    delete,
-    func,
-    select,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import ColumnElement, Result, Select, TextClause, and_, delete, func, select, update
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope, AgentScope, require_agent_scope, require_scope
-from ..db.tables import Agent, MemoryEntry, MemoryFeed, MemoryVector, MemoryVersion
+from ..accounts.scope import (
+    AccountScope,
+    AgentScope,
+    SystemScope,
+    require_agent_scope,
+    require_scope,
+    require_system_scope,
+)
+from ..db import dialect
+from ..db.tables import (
+    Agent,
+    MemoryEntry,
+    MemoryFeed,
+    MemoryRetention,
+    MemoryVector,
+    MemoryVersion,
+)
 from ..errors import NotFound
 from .quotas import Usage
 
@@ -39,9 +47,25 @@ class MemoryStore:
 
     def __init__(self, session: Session, agent_id: uuid.UUID, _made: object = None) -> None:
         if _made is not _MADE_HERE:
-            raise TypeError("a MemoryStore is made by MemoryStore.for_agent or .for_owner")
-        self.session = session
+            raise TypeError(
+                "a MemoryStore is made by MemoryStore.for_agent, .for_owner or .for_system"
+            )
+        self._session = session
         self.agent_id = agent_id
+
+    def flush(self) -> None:
+        """Send this transaction's changes so far (the service reads them back)."""
+        self._session.flush()
+
+    @property
+    def on_postgresql(self) -> bool:
+        """For full-text search, whose SQL is one database's or the other's (search.py)."""
+        return dialect.is_postgresql(self._session)
+
+    def run(self, statement: TextClause, params: Mapping[str, object]) -> Result[Any]:
+        """Run SQL written elsewhere (full-text search, the vector cache's reads) with this
+        store's agent bound as `:agent`, which the statement must filter on."""
+        return self._session.execute(statement, {**params, "agent": self.agent_id})
 
     @classmethod
     def for_agent(cls, session: Session, scope: AgentScope) -> MemoryStore:
@@ -56,6 +80,16 @@ class MemoryStore:
         if found is None:
             raise NotFound("you have no such agent on this portal: see your agents' list")
         return cls(session, found, _MADE_HERE)
+
+    @classmethod
+    def for_system(
+        cls, session: Session, scope: SystemScope, agent_id: uuid.UUID
+    ) -> MemoryStore | None:
+        """The agent's store for a background job (the retention sweeper); None when the
+        agent is gone."""
+        require_system_scope(scope)
+        found = session.scalar(select(Agent.id).where(Agent.id == agent_id))
+        return cls(session, found, _MADE_HERE) if found is not None else None
 
     # The change feed: each change takes the next cursor under the feed row's lock.
 
@@ -72,10 +106,10 @@ class MemoryStore:
             # ORM's default would search the session for it at every change).
             .execution_options(synchronize_session=False)
         )
-        cursor = self.session.scalar(bump)
+        cursor = self._session.scalar(bump)
         if cursor is None:
             self._make_feed()
-            cursor = self.session.scalar(bump)
+            cursor = self._session.scalar(bump)
         assert cursor is not None
         return int(cursor)
 
@@ -88,16 +122,11 @@ class MemoryStore:
             "bytes": 0,
             "version_bytes": 0,
         }
-        if self.session.get_bind().dialect.name == "postgresql":
-            self.session.execute(
-                postgresql.insert(MemoryFeed).values(values).on_conflict_do_nothing()
-            )
-        else:
-            self.session.execute(sqlite.insert(MemoryFeed).values(values).on_conflict_do_nothing())
+        dialect.insert_new(self._session, MemoryFeed, values)
 
     def feed_state(self) -> tuple[int, int]:
         """(last cursor, vectors version): what a cache of this agent's vectors depends on."""
-        found = self.session.execute(
+        found = self._session.execute(
             select(MemoryFeed.last_cursor, MemoryFeed.vectors_version).where(
                 MemoryFeed.agent_id == self.agent_id
             )
@@ -108,7 +137,7 @@ class MemoryStore:
 
     def usage(self) -> Usage:
         """This agent's live entries and their bytes, and the bytes of its versions."""
-        found = self.session.execute(
+        found = self._session.execute(
             select(MemoryFeed.entries, MemoryFeed.bytes, MemoryFeed.version_bytes).where(
                 MemoryFeed.agent_id == self.agent_id
             )
@@ -119,7 +148,7 @@ class MemoryStore:
         """The usage of every agent of this agent's owner: a sum, the one figure about
         other agents this store answers (the owner's quota)."""
         owner = select(Agent.user_id).where(Agent.id == self.agent_id).scalar_subquery()
-        found = self.session.execute(
+        found = self._session.execute(
             select(
                 func.coalesce(func.sum(MemoryFeed.entries), 0),
                 func.coalesce(func.sum(MemoryFeed.bytes), 0),
@@ -135,7 +164,7 @@ class MemoryStore:
         usage."""
         if entries == 0 and size == 0 and version_bytes == 0:
             return
-        self.session.execute(
+        self._session.execute(
             update(MemoryFeed)
             .where(MemoryFeed.agent_id == self.agent_id)
             .values(
@@ -156,7 +185,7 @@ class MemoryStore:
 
     def entry(self, namespace: str, key: str) -> MemoryEntry | None:
         """The entry, a forgotten one (tombstone) included."""
-        return self.session.scalars(
+        return self._session.scalars(
             self._entries().where(MemoryEntry.namespace == namespace, MemoryEntry.key == key)
         ).one_or_none()
 
@@ -167,14 +196,8 @@ class MemoryStore:
     def live_by_ids(self, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, MemoryEntry]:
         if not ids:
             return {}
-        mine: ColumnElement[bool] = MemoryEntry.agent_id == self.agent_id
-        if self.session.get_bind().dialect.name == "sqlite":
-            # Without statistics, SQLite's planner would take the agent's own index (every
-            # note of the agent, read to the end) over one primary-key lookup an id:
-            # likely() tells it the agent's term narrows little (at 100k notes, 23 ms to
-            # 0.2 ms). The term still filters every row.
-            mine = func.likely(mine)
-        rows = self.session.scalars(
+        mine = dialect.narrows_little(self._session, MemoryEntry.agent_id == self.agent_id)
+        rows = self._session.scalars(
             select(MemoryEntry).where(
                 MemoryEntry.id.in_(ids), mine, MemoryEntry.deleted_at.is_(None)
             )
@@ -183,7 +206,7 @@ class MemoryStore:
 
     def add_entry(self, entry: MemoryEntry) -> None:
         entry.agent_id = self.agent_id
-        self.session.add(entry)
+        self._session.add(entry)
 
     def list_entries(
         self,
@@ -201,11 +224,11 @@ class MemoryStore:
         if exclude_source is not None:
             query = query.where(MemoryEntry.source != exclude_source)
         query = query.order_by(MemoryEntry.updated_at.desc(), MemoryEntry.key).limit(limit)
-        return list(self.session.scalars(query))
+        return list(self._session.scalars(query))
 
     def namespaces(self) -> list[tuple[str, int]]:
         """Each namespace with live entries, and how many (for the owner's pages)."""
-        rows = self.session.execute(
+        rows = self._session.execute(
             select(MemoryEntry.namespace, func.count())
             .where(MemoryEntry.agent_id == self.agent_id, MemoryEntry.deleted_at.is_(None))
             .group_by(MemoryEntry.namespace)
@@ -216,7 +239,7 @@ class MemoryStore:
     def last_changes(self) -> dict[str, datetime]:
         """Each namespace's last change: a write, or a forgetting (for the owner's pages)."""
         changed = func.max(func.coalesce(MemoryEntry.deleted_at, MemoryEntry.updated_at))
-        rows = self.session.execute(
+        rows = self._session.execute(
             select(MemoryEntry.namespace, changed)
             .where(MemoryEntry.agent_id == self.agent_id)
             .group_by(MemoryEntry.namespace)
@@ -245,11 +268,11 @@ class MemoryStore:
             .order_by(MemoryEntry.cursor.desc())
             .limit(limit)
         )
-        return list(self.session.scalars(query))
+        return list(self._session.scalars(query))
 
     def forgotten_counts(self) -> dict[str, int]:
         """How many restorable forgotten entries each namespace has (none: not named)."""
-        rows = self.session.execute(
+        rows = self._session.execute(
             select(MemoryEntry.namespace, func.count())
             .join(MemoryVersion, self._forgetting())
             .group_by(MemoryEntry.namespace)
@@ -263,14 +286,14 @@ class MemoryStore:
         query = self._entries().where(MemoryEntry.cursor > since, MemoryEntry.cursor <= upto)
         if namespaces is not None:
             query = query.where(MemoryEntry.namespace.in_(namespaces))
-        return list(self.session.scalars(query.order_by(MemoryEntry.cursor).limit(limit)))
+        return list(self._session.scalars(query.order_by(MemoryEntry.cursor).limit(limit)))
 
     # Versions.
 
     def add_version(self, version: MemoryVersion) -> None:
         """Keep a version (its bytes the caller counts, with the change's: one UPDATE)."""
         version.agent_id = self.agent_id
-        self.session.add(version)
+        self._session.add(version)
 
     def prune_versions(self, entry_id: uuid.UUID, keep: int) -> None:
         """Drop the entry's versions beyond the newest `keep` (at least 1: the newest holds
@@ -289,13 +312,8 @@ class MemoryStore:
     def drop_versions(self, *where: ColumnElement[bool]) -> int:
         """Drop this agent's versions that match `where`, their bytes taken off its usage:
         how many."""
-        content = MemoryVersion.content
-        octets = (
-            func.octet_length(content)
-            if self.session.get_bind().dialect.name == "postgresql"
-            else func.length(cast(content, LargeBinary))
-        )
-        dropped = self.session.execute(
+        octets = dialect.octet_length(self._session, MemoryVersion.content)
+        dropped = self._session.execute(
             delete(MemoryVersion)
             .where(MemoryVersion.agent_id == self.agent_id, *where)
             .returning(octets)
@@ -306,7 +324,7 @@ class MemoryStore:
 
     def versions(self, entry_id: uuid.UUID) -> list[MemoryVersion]:
         return list(
-            self.session.scalars(
+            self._session.scalars(
                 select(MemoryVersion)
                 .where(MemoryVersion.agent_id == self.agent_id, MemoryVersion.entry_id == entry_id)
                 .order_by(MemoryVersion.cursor.desc())
@@ -314,7 +332,7 @@ class MemoryStore:
         )
 
     def version(self, version_id: uuid.UUID) -> MemoryVersion | None:
-        return self.session.scalars(
+        return self._session.scalars(
             select(MemoryVersion).where(
                 MemoryVersion.agent_id == self.agent_id, MemoryVersion.id == version_id
             )
@@ -323,8 +341,60 @@ class MemoryStore:
     # Vectors.
 
     def drop_vector(self, entry_id: uuid.UUID) -> None:
-        self.session.execute(
+        self._session.execute(
             delete(MemoryVector).where(
                 MemoryVector.agent_id == self.agent_id, MemoryVector.entry_id == entry_id
             )
         )
+
+    # Retention (retention.py says what the rules mean, and sweeps by them).
+
+    def retention_rules(self) -> list[tuple[str, int]]:
+        """(namespace, days) of each rule of this agent, by namespace."""
+        rows = self._session.scalars(
+            select(MemoryRetention)
+            .where(MemoryRetention.agent_id == self.agent_id)
+            .order_by(MemoryRetention.namespace)
+        )
+        return [(row.namespace, row.days) for row in rows]
+
+    def set_retention(self, namespace: str, days: int | None, now: datetime) -> None:
+        """Set the namespace's rule, or with no days remove it."""
+        row = self._session.scalars(
+            select(MemoryRetention)
+            .where(
+                MemoryRetention.agent_id == self.agent_id, MemoryRetention.namespace == namespace
+            )
+            .with_for_update()
+        ).one_or_none()
+        if days is None:
+            if row is not None:
+                self._session.delete(row)
+        elif row is None:
+            self._session.add(
+                MemoryRetention(agent_id=self.agent_id, namespace=namespace, days=days)
+            )
+        else:
+            row.days = days
+            row.updated_at = now
+        self._session.flush()
+
+    def hold_feed(self) -> None:
+        """Take the lock every writer of this agent takes first (next_cursor): until the
+        transaction ends, nothing of the agent changes under the caller."""
+        self._session.execute(
+            select(MemoryFeed.agent_id)
+            .where(MemoryFeed.agent_id == self.agent_id)
+            .with_for_update()
+        )
+
+    def live_matching(self, condition: ColumnElement[bool]) -> list[tuple[str, str, str]]:
+        """(namespace, key, content hash) of the live entries that meet `condition`, by cursor."""
+        rows = self._session.execute(
+            select(MemoryEntry.namespace, MemoryEntry.key, MemoryEntry.content_sha256)
+            .where(
+                MemoryEntry.agent_id == self.agent_id, MemoryEntry.deleted_at.is_(None), condition
+            )
+            .order_by(MemoryEntry.cursor)
+        )
+        return [(str(namespace), str(key), str(digest)) for namespace, key, digest in rows]

@@ -25,13 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import ColumnElement, and_, false, or_, select
+from sqlalchemy import ColumnElement, and_, false, or_
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
-from ..accounts.auth import scope_of
-from ..db.tables import Agent, MemoryEntry, MemoryFeed, MemoryRetention, MemoryVersion, User
+from ..accounts.scope import SystemScope
+from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict
 from . import service
+from .across_agents import AcrossAgents
 from .repository import MemoryStore
 from .schemas import check_namespace as store_namespace
 
@@ -82,36 +83,15 @@ def check_days(days: str | int | None) -> int | None:
     return value
 
 
-def rules_of(db: Session, agent_id: uuid.UUID) -> list[Rule]:
-    """The agent's rules, `caller:*` first, then by namespace. The agent is the caller's to
-    have checked (its owner's scope)."""
-    rows = db.scalars(
-        select(MemoryRetention)
-        .where(MemoryRetention.agent_id == agent_id)
-        .order_by(MemoryRetention.namespace)
-    )
-    rules = [Rule(row.namespace, row.days) for row in rows]
+def rules_of(store: MemoryStore) -> list[Rule]:
+    """The agent's rules, `caller:*` first, then by namespace."""
+    rules = [Rule(namespace, days) for namespace, days in store.retention_rules()]
     return sorted(rules, key=lambda rule: (rule.namespace != ALL_CALLERS, rule.namespace))
 
 
-def set_rule(db: Session, agent_id: uuid.UUID, namespace: str, days: str | int | None) -> None:
+def set_rule(store: MemoryStore, namespace: str, days: str | int | None) -> None:
     """Set (or with no days, remove) the rule of one namespace, or of `caller:*`."""
-    namespace = check_namespace(namespace)
-    value = check_days(days)
-    row = db.scalars(
-        select(MemoryRetention)
-        .where(MemoryRetention.agent_id == agent_id, MemoryRetention.namespace == namespace)
-        .with_for_update()
-    ).one_or_none()
-    if value is None:
-        if row is not None:
-            db.delete(row)
-    elif row is None:
-        db.add(MemoryRetention(agent_id=agent_id, namespace=namespace, days=value))
-    else:
-        row.days = value
-        row.updated_at = datetime.now(UTC)
-    db.flush()
+    store.set_retention(check_namespace(namespace), check_days(days), datetime.now(UTC))
 
 
 def days_for(rules: list[Rule], namespace: str) -> int | None:
@@ -160,32 +140,19 @@ def _expired(
     return or_(*conditions) if conditions else false()
 
 
-def _owners_store(db: Session, agent_id: uuid.UUID) -> MemoryStore | None:
-    """The agent's store as its owner's: retention is the owner's rule, applied for them."""
-    owner = db.scalar(
-        select(User).join(Agent, Agent.user_id == User.id).where(Agent.id == agent_id)
-    )
-    return MemoryStore.for_owner(db, scope_of(owner), agent_id) if owner is not None else None
+SWEEPER = SystemScope("retention sweeper")
 
 
 def sweep_agent(db: Session, agent_id: uuid.UUID, now: datetime) -> Swept:
     """Remove what the agent's rules say has expired at `now` (flushed, not committed)."""
-    rules = rules_of(db, agent_id)
-    store = _owners_store(db, agent_id) if rules else None
-    if store is None:
+    store = MemoryStore.for_system(db, SWEEPER, agent_id)
+    rules = rules_of(store) if store is not None else []
+    if store is None or not rules:
         return Swept([], 0)
     # Every writer of this agent takes this row's lock first: from here on nothing changes
     # under the sweep (a second sweeper waits here, then finds nothing left to do).
-    db.execute(select(MemoryFeed.agent_id).where(MemoryFeed.agent_id == agent_id).with_for_update())
-    found = db.execute(
-        select(MemoryEntry.namespace, MemoryEntry.key, MemoryEntry.content_sha256)
-        .where(
-            MemoryEntry.agent_id == agent_id,
-            MemoryEntry.deleted_at.is_(None),
-            _expired(rules, now, MemoryEntry.namespace, MemoryEntry.updated_at),
-        )
-        .order_by(MemoryEntry.cursor)
-    ).all()
+    store.hold_feed()
+    found = store.live_matching(_expired(rules, now, MemoryEntry.namespace, MemoryEntry.updated_at))
     removed: list[tuple[str, str]] = []
     for namespace, key, digest in found:
         try:
@@ -198,24 +165,21 @@ def sweep_agent(db: Session, agent_id: uuid.UUID, now: datetime) -> Swept:
         if gone:
             removed.append((namespace, key))
     old = store.drop_versions(_expired(rules, now, MemoryVersion.namespace, MemoryVersion.at))
-    db.flush()
+    store.flush()
     return Swept(removed, old)
-
-
-def agents_with_rules(db: Session) -> list[uuid.UUID]:
-    return list(db.scalars(select(MemoryRetention.agent_id).distinct()))
 
 
 def sweep(db: Session, now: datetime) -> dict[uuid.UUID, Swept]:
     """Every agent's sweep in the caller's transaction (flushed, not committed)."""
-    return {agent_id: sweep_agent(db, agent_id, now) for agent_id in agents_with_rules(db)}
+    agent_ids = AcrossAgents(db, SWEEPER).agents_with_rules()
+    return {agent_id: sweep_agent(db, agent_id, now) for agent_id in agent_ids}
 
 
 def sweep_each(sessions: sessionmaker[Session], now: datetime) -> int:
     """Every agent's sweep, each in a short transaction of its own (committed): what the
     background sweeper runs. How many entries it removed."""
     with sessions() as db:
-        agent_ids = agents_with_rules(db)
+        agent_ids = AcrossAgents(db, SWEEPER).agents_with_rules()
     removed = 0
     for agent_id in agent_ids:
         with sessions() as db, db.begin():

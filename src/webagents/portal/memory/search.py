@@ -133,7 +133,7 @@ def fuse(rankings: Sequence[Sequence[uuid.UUID]]) -> list[uuid.UUID]:
 def _full_text(
     store: MemoryStore, words: list[str], namespaces: list[str] | None, limit: int
 ) -> list[uuid.UUID]:
-    if store.session.get_bind().dialect.name == "postgresql":
+    if store.on_postgresql:
         return _postgres_text(store, words, namespaces, limit)
     return _sqlite_text(store, words, namespaces, limit)
 
@@ -159,7 +159,7 @@ def _sqlite_text(
     statement = text(query + " ORDER BY rank LIMIT :limit")
     if namespaces is not None:
         statement = statement.bindparams(bindparam("namespaces", expanding=True))
-    return [uuid.UUID(str(row[0])) for row in store.session.execute(statement, params)]
+    return [uuid.UUID(str(row[0])) for row in store.run(statement, params)]
 
 
 def _quoted(namespace: str) -> str:
@@ -174,7 +174,7 @@ def _postgres_text(
         "SELECT id FROM memory_entries, websearch_to_tsquery('simple', :q) AS q "
         "WHERE agent_id = :agent AND deleted_at IS NULL AND search_vector @@ q"
     )
-    params: dict[str, object] = {"q": " or ".join(words), "agent": store.agent_id}
+    params: dict[str, object] = {"q": " or ".join(words)}
     if namespaces is not None:
         query += " AND namespace IN :namespaces"
         params["namespaces"] = namespaces
@@ -182,7 +182,7 @@ def _postgres_text(
         text(query + " ORDER BY ts_rank(search_vector, q) DESC, id LIMIT :limit"), namespaces
     )
     params["limit"] = limit
-    return [row[0] for row in store.session.execute(statement, params)]
+    return [row[0] for row in store.run(statement, params)]
 
 
 def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:

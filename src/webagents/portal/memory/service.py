@@ -174,7 +174,7 @@ def put(
     entry.deleted_at = None
     entry.cursor = cursor
     store.add_version(_version_of(entry, "put", by, moment, cursor))
-    store.session.flush()
+    store.flush()
     store.count(added, grown, size)
     store.prune_versions(entry.id, quotas.versions_per_entry)
     return entry_out(entry)
@@ -212,7 +212,7 @@ def delete(
     current.description = ""
     current.content_sha256 = sha256_of("")
     store.drop_vector(current.id)
-    store.session.flush()
+    store.flush()
     if quotas is not None:
         store.prune_versions(current.id, quotas.versions_per_entry)
     return True

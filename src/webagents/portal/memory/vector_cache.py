@@ -224,8 +224,7 @@ def _rows(store: MemoryStore, agent: _Agent, where: str, **params: object) -> It
         if isinstance(value, list):
             kind = Uuid() if name == "ids" else None
             statement = statement.bindparams(bindparam(name, expanding=True, type_=kind))
-    params.update(agent=store.agent_id, model=agent.model)
-    return store.session.execute(statement, params)
+    return store.run(statement, {**params, "model": agent.model})
 
 
 def _vector_of(agent: _Agent, row: tuple) -> Vector | None:  # type: ignore[type-arg]

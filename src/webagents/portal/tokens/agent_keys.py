@@ -4,8 +4,9 @@ Connect verify them; the agent's page lists them, with when each was last used, 
 revokes them one by one while the others keep working.
 
 The listing and revoking go through `AgentKeys`, made from the owner's AccountScope and
-scoped to agents of that account; finding the key a request presents (`presented`) is the
-verification itself and is asked across accounts, answering only that key's agent.
+scoped to agents of that account; finding the key a request presents is the
+verification itself (`PresentedKeys`) and is asked across accounts, answering only that
+key's agent.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
 from ..accounts.credentials import digest, new_api_key, shown_prefix
-from ..accounts.scope import AccountScope, require_scope
+from ..accounts.scope import AccountScope, PreAuthLookup, require_scope
 from ..db.tables import Agent, AgentKey
 from ..errors import BadInput, NotFound
 
@@ -46,54 +47,43 @@ def check_key_name(given: str | None) -> str:
     return name
 
 
-def make_key(db: Session, agent: Agent, name: str | None) -> MadeKey:
-    """A new key for `agent`, which the caller has already found as its owner's."""
-    raw = new_api_key()
-    key = AgentKey(
-        agent_id=agent.id,
-        name=check_key_name(name),
-        prefix=shown_prefix(raw),
-        key_hash=digest(raw),
-        created_at=datetime.now(UTC),
-    )
-    db.add(key)
-    db.flush()
-    return MadeKey(key, raw)
-
-
-def presented(db: Session, credential: str) -> tuple[Agent, AgentKey] | None:
-    """The agent and key a presented credential is, revoked or not (the caller says which)."""
-    found = db.execute(
-        select(Agent, AgentKey)
-        .join(AgentKey, AgentKey.agent_id == Agent.id)
-        .where(AgentKey.key_hash == digest(credential))
-    ).first()
-    return (found[0], found[1]) if found is not None else None
-
-
-def live_among(db: Session, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
-    """Which of `key_ids` are keys not revoked (a deleted agent's are gone): what Portal
-    Connect asks of the keys its open connections were opened with."""
-    if not key_ids:
-        return set()
-    found = db.scalars(
-        select(AgentKey.id).where(AgentKey.id.in_(key_ids), AgentKey.revoked_at.is_(None))
-    )
-    return set(found)
-
-
 def use_is_stale(key: AgentKey, now: datetime) -> bool:
     return key.last_used_at is None or now - key.last_used_at >= USE_PRECISION
 
 
-def note_use(db: Session, key_id: uuid.UUID, now: datetime) -> None:
-    """Record a use (see USE_PRECISION); never moves `last_used_at` back."""
-    db.execute(
-        update(AgentKey)
-        .where(AgentKey.id == key_id)
-        .where((AgentKey.last_used_at.is_(None)) | (AgentKey.last_used_at < now))
-        .values(last_used_at=now)
-    )
+class PresentedKeys(PreAuthLookup):
+    """Agent keys by what a request presents: the verification itself, asked across
+    accounts, answering only about the keys presented."""
+
+    def presented(self, credential: str) -> tuple[Agent, AgentKey] | None:
+        """The agent and key a presented credential is, revoked or not (the caller says
+        which)."""
+        found = self._session.execute(
+            select(Agent, AgentKey)
+            .join(AgentKey, AgentKey.agent_id == Agent.id)
+            .where(AgentKey.key_hash == digest(credential))
+        ).first()
+        return (found[0], found[1]) if found is not None else None
+
+    def live_among(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
+        """Which of `key_ids` are keys not revoked (a deleted agent's are gone): what Portal
+        Connect asks of the keys its open connections were opened with."""
+        if not key_ids:
+            return set()
+        found = self._session.scalars(
+            select(AgentKey.id).where(AgentKey.id.in_(key_ids), AgentKey.revoked_at.is_(None))
+        )
+        return set(found)
+
+    def note_use(self, key_id: uuid.UUID, now: datetime) -> None:
+        """Record a use of a key just verified (see USE_PRECISION); never moves
+        `last_used_at` back."""
+        self._session.execute(
+            update(AgentKey)
+            .where(AgentKey.id == key_id)
+            .where((AgentKey.last_used_at.is_(None)) | (AgentKey.last_used_at < now))
+            .values(last_used_at=now)
+        )
 
 
 class AgentKeys:
@@ -110,6 +100,20 @@ class AgentKeys:
             .join(Agent, Agent.id == AgentKey.agent_id)
             .where(Agent.user_id == self._scope.user_id, AgentKey.agent_id == self._agent_id)
         )
+
+    def make(self, name: str | None) -> MadeKey:
+        """A new key for the agent, which the caller has already found as its owner's."""
+        raw = new_api_key()
+        key = AgentKey(
+            agent_id=self._agent_id,
+            name=check_key_name(name),
+            prefix=shown_prefix(raw),
+            key_hash=digest(raw),
+            created_at=datetime.now(UTC),
+        )
+        self._session.add(key)
+        self._session.flush()
+        return MadeKey(key, raw)
 
     def all(self) -> list[AgentKey]:
         return list(self._session.scalars(self._base().order_by(AgentKey.created_at)))

@@ -1,4 +1,5 @@
-"""All SQL of tokens. The signing keys are the portal's own, not an account's: no scope."""
+"""All SQL of tokens: lookups before anyone is verified (a token is verified by them). The
+signing keys are the portal's own, not an account's."""
 
 from __future__ import annotations
 
@@ -6,14 +7,13 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.orm import Session
 
+from ..accounts.scope import PreAuthLookup
 from ..db.tables import ApiKey, IssuedToken, SigningKey
 
 
-class SigningKeys:
-    def __init__(self, session: Session) -> None:
-        self._session = session
+class SigningKeys(PreAuthLookup):
+    """The keys every token is verified by, before anyone is known."""
 
     def all(self) -> list[SigningKey]:
         return list(self._session.scalars(select(SigningKey)))
@@ -28,11 +28,8 @@ class SigningKeys:
             self._session.execute(delete(SigningKey).where(SigningKey.kid.in_(kids)))
 
 
-class IssuedTokens:
+class IssuedTokens(PreAuthLookup):
     """The tokens issued, by jti: what a revocation (logout) is checked against."""
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
 
     def record(
         self,

@@ -1,0 +1,125 @@
+"""All SQL of the memory store's background jobs, the one reader and writer across agents:
+made only from a SystemScope (the embedding worker's, the retention sweeper's), so that
+unscoped access to memory is `grep -rn SystemScope`.
+
+The embedding queue is the database itself (embedding_queue.py): an entry is due when it
+has no vector of the current model, or one made before its latest change (its cursor
+differs). What one agent's retention removes goes through that agent's own store
+(MemoryStore.for_system); here are only the reads that find the agents to work on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from ..accounts.scope import SystemScope, require_system_scope
+from ..db import dialect
+from ..db.tables import MemoryEntry, MemoryFeed, MemoryRetention, MemoryVector, utcnow
+
+BATCH = 32
+MAX_TEXT_CHARS = 8000  # models read far less; the rest would only cost
+
+
+@dataclass(frozen=True)
+class Due:
+    agent_id: uuid.UUID
+    entry_id: uuid.UUID
+    cursor: int
+    text: str
+
+
+class AcrossAgents:
+    """Every agent's memory, for a background job."""
+
+    def __init__(self, session: Session, scope: SystemScope) -> None:
+        self._session = session
+        self._scope = require_system_scope(scope)
+
+    def feeds(self) -> dict[uuid.UUID, int]:
+        """Each agent's last cursor: a row per agent with notes, read at every idle look."""
+        rows = self._session.execute(select(MemoryFeed.agent_id, MemoryFeed.last_cursor))
+        return {agent: int(cursor) for agent, cursor in rows}
+
+    def agents_with_rules(self) -> list[uuid.UUID]:
+        """The agents with a retention rule: those the sweeper looks at."""
+        return list(self._session.scalars(select(MemoryRetention.agent_id).distinct()))
+
+    def due(
+        self,
+        model: str,
+        limit: int = BATCH,
+        *,
+        agent_id: uuid.UUID | None = None,
+        since: int = 0,
+    ) -> list[Due]:
+        """Entries without a vector of `model` as of their latest change: of every agent,
+        oldest change first; or of one agent, those changed after cursor `since`, by cursor."""
+        vector = MemoryVector
+        query = (
+            select(
+                MemoryEntry.agent_id,
+                MemoryEntry.id,
+                MemoryEntry.cursor,
+                MemoryEntry.key,
+                MemoryEntry.description,
+                MemoryEntry.content,
+            )
+            .outerjoin(vector, vector.entry_id == MemoryEntry.id)
+            .where(
+                MemoryEntry.deleted_at.is_(None),
+                or_(
+                    vector.entry_id.is_(None),
+                    vector.model != model,
+                    vector.entry_cursor != MemoryEntry.cursor,
+                ),
+            )
+            .limit(limit)
+        )
+        if agent_id is None:
+            query = query.order_by(MemoryEntry.updated_at)
+        else:
+            query = query.where(
+                MemoryEntry.agent_id == agent_id, MemoryEntry.cursor > since
+            ).order_by(MemoryEntry.cursor)
+        rows = self._session.execute(query)
+        return [
+            Due(agent, ident, cursor, f"{key}\n{description}\n{content}"[:MAX_TEXT_CHARS])
+            for agent, ident, cursor, key, description, content in rows
+        ]
+
+    def keep_vectors(self, model: str, done: Sequence[tuple[Due, Sequence[float]]]) -> None:
+        """Keep the vectors (float32 bytes), each as of the cursor its text was read at: if
+        the entry changed meanwhile, it stays due and is embedded again."""
+        if not done:
+            return
+        now = utcnow()
+        for item, vector in done:
+            values = {
+                "entry_id": item.entry_id,
+                "agent_id": item.agent_id,
+                "model": model,
+                "entry_cursor": item.cursor,
+                "vector": np.asarray(vector, dtype=np.float32).tobytes(),
+                "embedded_at": now,
+            }
+            # An entry forgotten (or removed) since it was read gets no vector.
+            still = self._session.scalar(
+                select(MemoryEntry.id).where(
+                    and_(MemoryEntry.id == item.entry_id, MemoryEntry.deleted_at.is_(None))
+                )
+            )
+            if still is not None:
+                dialect.upsert(self._session, MemoryVector, MemoryVector.entry_id, values)
+        agents = sorted({item.agent_id for item, _ in done})
+        self._session.execute(
+            update(MemoryFeed)
+            .where(MemoryFeed.agent_id.in_(agents))
+            .values(vectors_version=MemoryFeed.vectors_version + 1)
+        )
+        self._session.flush()
