@@ -121,6 +121,7 @@ async def test_mcp_stdio_writes_reads_searches_and_forgets_an_owner_note(tmp_pat
         assert saved == {"saved": "launch-plan", "namespace": "owner", "updated": saved["updated"]}
         note = folder / ".webagents" / "memory" / "owner" / "launch-plan.md"
         assert stat.S_IMODE(note.stat().st_mode) == 0o600
+        assert stat.S_IMODE(note.parent.stat().st_mode) == 0o700
 
         read = answer(await session.call_tool("memory_read", {"key": "launch-plan"}))
         assert (json.loads(read[0]), read[1]) == (
