@@ -178,7 +178,7 @@ async def run_turn(
 
         for call in response.tool_calls:
             yield ToolCallStarted(call)
-        outcomes = await asyncio.gather(*(_call_tool(tools, ctx, c) for c in response.tool_calls))
+        outcomes = await asyncio.gather(*(call_tool(tools, ctx, c) for c in response.tool_calls))
         results: list[Message] = [
             {"role": "tool", "tool_call_id": call.id, "content": output}
             for call, (output, _) in zip(response.tool_calls, outcomes, strict=True)
@@ -242,7 +242,9 @@ def _not_text(model: Model, content: object) -> ModelError:
     )
 
 
-async def _call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) -> tuple[str, bool]:
+async def call_tool(tools: Mapping[str, Tool], ctx: Context, call: ToolCall) -> tuple[str, bool]:
+    """The text the model is answered with, and whether the call failed (`webagents mcp`
+    answers its clients with the same)."""
     tool = tools.get(call.name)
     if tool is None:
         names = ", ".join(sorted(tools)) or "none"

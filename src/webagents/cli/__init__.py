@@ -18,6 +18,7 @@ import click
 from .account import login, logout, whoami
 from .connection_options import connection_options
 from .exit_codes import run_or_exit
+from .mcp import mcp
 from .memory import memory
 from .portal import portal
 from .profile_option import current_profile, profile_option
@@ -207,5 +208,5 @@ def run(
     )
 
 
-for _command in (memory, sessions, portal, login, whoami, logout, publish):
+for _command in (memory, sessions, mcp, portal, login, whoami, logout, publish):
     main.add_command(_command)

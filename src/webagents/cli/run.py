@@ -99,7 +99,7 @@ async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json
             fail(conflict_message(exc, path), FAILURE_EXIT)
     finally:
         try:
-            await _push_memory(agent)
+            await push_memory(agent)
         finally:
             await agent.aclose()
     if as_json:
@@ -119,7 +119,7 @@ async def _turn(agent: Agent, path: Path, text: str, resume: str | None, as_json
     click.echo(result.output)
 
 
-async def _push_memory(agent: Agent) -> None:
+async def push_memory(agent: Agent) -> None:
     """The notes this run wrote, in the portal before it exits (or said to wait)."""
     memory = agent.skill(MemorySkill.name)
     if isinstance(memory, MemorySkill):
