@@ -14,11 +14,12 @@ import pytest
 from webagents.portal.accounts.passwords import CHEAP_FOR_TESTS_ENV
 
 # The portal's databases (SQLite and PostgreSQL, the --db option) and its browser (Chromium);
-# Hypothesis' budgets; a line for each test file as it finishes.
+# Hypothesis' budgets; the e2e marker set by what a test uses; a line per test file as it ends.
 pytest_plugins = [
     "tests.portal.databases",
     "tests.portal.browsers",
     "tests.budgets",
+    "tests.selection",
     "tests.progress",
 ]
 
