@@ -1,4 +1,6 @@
 # make test: set up .venv and run the linters, the type checker and every test.
+# make check: the edit loop: the linters, the type checker and the unit tests (no processes,
+#   terminals, browsers or PostgreSQL: the e2e marker, set by tests/selection.py).
 # make demo: set up .venv and chat with the example agent (offline when no key is set).
 
 PYTHON ?= python3
@@ -6,7 +8,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint typecheck pytest demo bench clean
+# Test workers (pytest-xdist): one per core by default; WORKERS=0 runs the tests in this
+# process. Worksteal: an idle worker takes tests queued for a busy one, so a slow file does
+# not leave a core idle at the end.
+WORKERS ?= auto
+PYTEST_PARALLEL = -n $(WORKERS) --dist worksteal --durations=20
+
+# Bytecode caches (the gitignored __pycache__ folders) even where the environment turns them
+# off: every worker imports every test module (pytest rewrites their asserts) and the tests
+# start hundreds of `webagents` processes; without caches each of them compiles from source
+# (half of a worker's collection time).
+unexport PYTHONDONTWRITEBYTECODE
+
+.PHONY: test check lint typecheck pytest unit demo bench clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "webagents needs Python 3.11 or newer")'
@@ -19,15 +33,22 @@ $(STAMP): pyproject.toml
 
 test: lint typecheck pytest
 
+check: lint typecheck unit
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 
+# mypy keeps its cache in .mypy_cache (make clean removes it): a run after a small change
+# reads the unchanged modules from it.
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_PARALLEL)
+
+unit: $(STAMP)
+	$(BIN)/pytest $(PYTEST_PARALLEL) -m "not e2e" --db sqlite
 
 demo: $(STAMP)
 	@if [ -z "$$OPENAI_API_KEY$$OPENAI_BASE_URL" ]; then \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,8 +11,22 @@ from typing import Any
 
 import pytest
 
-# The portal's databases (SQLite and PostgreSQL, the --db option) and its browser (Chromium).
-pytest_plugins = ["tests.portal.databases", "tests.portal.browsers"]
+from webagents.portal.accounts.passwords import CHEAP_FOR_TESTS_ENV
+
+# The portal's databases (SQLite and PostgreSQL, the --db option) and its browser (Chromium);
+# Hypothesis' budgets; the e2e marker set by what a test uses; a line per test file as it ends.
+pytest_plugins = [
+    "tests.portal.databases",
+    "tests.portal.browsers",
+    "tests.budgets",
+    "tests.selection",
+    "tests.progress",
+]
+
+# Password hashes at argon2's least cost, here and in the processes the tests start (RFC 9106's
+# cost is most of a second a hash on two cores; tests/portal/test_passwords.py shows the
+# product's own).
+os.environ[CHEAP_FOR_TESTS_ENV] = "1"
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -19,6 +19,7 @@ from webagents.skills.memory.layout import (
     namespace_folder,
 )
 
+from .budgets import examples
 from .memory_helpers import ALICE, memory_agent, seed, use
 
 ROOT = Path("/memory-root")
@@ -29,7 +30,7 @@ _identity = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.lists(_identity, min_size=2, max_size=6, unique=True))
 def test_m7_distinct_identities_never_share_a_folder_and_none_escapes(
     identities: list[str],
@@ -47,7 +48,7 @@ def test_m7_distinct_identities_never_share_a_folder_and_none_escapes(
     assert all(len(namespaces) == 1 for namespaces in folders.values())
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.text(max_size=80))
 def test_m4_only_slugs_are_keys(key: str) -> None:
     is_slug = re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", key) is not None
@@ -74,7 +75,7 @@ def _snapshot(root: Path) -> dict[str, str]:
     }
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     tool=st.sampled_from(["memory_write", "memory_forget"]),
     arguments=_arguments,
@@ -108,7 +109,7 @@ _NOTES = {
 }
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     query=st.one_of(
         st.text(max_size=60),
@@ -188,7 +189,7 @@ _FRONT_FIELD = st.one_of(
 )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     description=_LINE,
     updated=_LINE.filter(bool),

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
+from tests.budgets import examples
 from webagents import Agent
 from webagents.access import AccessVerifier
 from webagents.agent_spec import AccessSpec
@@ -41,7 +42,7 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", _app())
 
 
 @schema.parametrize()
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
 def test_no_request_the_schema_allows_gets_a_500(case: Any) -> None:
     # Aim the generated bodies at the served agent, so that they reach it, as alice.
     if case.path_parameters is not None and "name" in case.path_parameters:
@@ -68,7 +69,7 @@ _message = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     history=st.lists(_message, max_size=4),
     last=_text,

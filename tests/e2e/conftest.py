@@ -12,6 +12,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
+from webagents.portal.accounts.passwords import CHEAP_FOR_TESTS_ENV
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -26,7 +28,8 @@ def webagents_command() -> str:
 
 
 def child_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A clean environment for a child process: no model keys, a private home."""
+    """A clean environment for a child process: no model keys, a private home, password hashes
+    at the tests' least cost."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -40,6 +43,7 @@ def child_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         COLUMNS="120",
         LINES="40",
     )
+    env[CHEAP_FOR_TESTS_ENV] = "1"
     env.update(extra)
     return env
 

@@ -5,6 +5,7 @@ WEBAGENTS_REQUIRE_BROWSER=1, which makes them fail (CI sets it)."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 from collections.abc import Iterator
@@ -22,10 +23,24 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"browser tests skipped: {reason}")
 
 
-@pytest.fixture
-def chromium() -> Iterator[Any]:
-    """A launched Chromium (Playwright's Browser), one for each test: Playwright's sync API
-    keeps an event loop running while it is open, which async tests cannot share."""
+@pytest.fixture(scope="module")
+def chromium(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A launched Chromium (Playwright's Browser), one for each test module (and so for each
+    xdist worker that runs its tests): starting Playwright's driver and the browser costs more
+    than a test's own pages. Not for the whole session: Playwright's sync API keeps an event
+    loop running while it is open, which async tests cannot share; a module of browser tests
+    has no async test."""
+    asynchronous = [
+        name
+        for name, value in vars(request.module).items()
+        if name.startswith("test") and inspect.iscoroutinefunction(value)
+    ]
+    if asynchronous:
+        pytest.fail(
+            f"{request.module.__name__} has browser tests and async ones"
+            f" ({', '.join(asynchronous)}): the browser's event loop stays open for the module,"
+            " so move the async tests to a module of their own"
+        )
     executable = next((found for name in CANDIDATES if (found := shutil.which(name))), None)
     if executable is None:
         _unavailable("chromium is not installed (apt-get install chromium)")
