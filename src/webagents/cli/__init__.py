@@ -9,31 +9,53 @@ one way.
 
 from __future__ import annotations
 
+import importlib
 import logging
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .account import login, logout, whoami
 from .connection_options import connection_options
 from .exit_codes import run_or_exit
-from .mcp import mcp
-from .memory import memory
-from .portal import portal
 from .profile_option import current_profile, profile_option
-from .publish import publish
-from .sessions import sessions
+
+# The commands defined in modules of their own, imported only when one of them is run (or
+# listed by --help): the portal's alone pulls in SQLAlchemy, Alembic and FastAPI's app, and
+# every `webagents` process, a one-shot `run` included, would otherwise pay for all of them.
+_ELSEWHERE = {
+    "memory": "memory:memory",
+    "sessions": "sessions:sessions",
+    "mcp": "mcp:mcp",
+    "portal": "portal:portal",
+    "login": "account:login",
+    "whoami": "account:whoami",
+    "logout": "account:logout",
+    "publish": "publish:publish",
+}
 
 
 class _DefaultToChat(click.Group):
-    """`webagents PATH` and plain `webagents` mean `webagents chat [PATH]`."""
+    """`webagents PATH` and plain `webagents` mean `webagents chat [PATH]`; the commands of
+    `_ELSEWHERE` are loaded when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*self.commands, *_ELSEWHERE])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _ELSEWHERE and cmd_name not in self.commands:
+            module, name = _ELSEWHERE[cmd_name].split(":")
+            command = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+            assert isinstance(command, click.Command), _ELSEWHERE[cmd_name]
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
-        if args and args[0] not in self.commands:  # a PATH, or one of chat's options
-            mistyped = _mistyped_command(args[0], list(self.commands))
+        known = self.list_commands(ctx)
+        if args and args[0] not in known:  # a PATH, or one of chat's options
+            mistyped = _mistyped_command(args[0], known)
             if mistyped is not None:
                 ctx.fail(f"no such command or folder {args[0]!r}; did you mean {mistyped!r}?")
             return "chat", self.commands["chat"], args
@@ -206,7 +228,3 @@ def run(
         resume="latest" if continue_ else resume,
         profile=current_profile(ctx, profile),
     )
-
-
-for _command in (memory, sessions, mcp, portal, login, whoami, logout, publish):
-    main.add_command(_command)
