@@ -106,7 +106,7 @@ class Setting:
 
 
 def _model(setting: Setting) -> None:
-    """`model`: the offline scripted model (webagents.testing.OfflineModel)."""
+    """`model`: the offline scripted model (webagents.offline.OfflineModel)."""
     setting.names["model"] = OfflineModel()
 
 

@@ -145,7 +145,9 @@ def sign_in(client: TestClient, username: str = "alice", password: str = PASSWOR
 
 @pytest.fixture
 def served(tmp_path: Path, fresh_database_url: str) -> Iterator[Served]:
-    server = Served(tmp_path, "--database", fresh_database_url)
+    """A real `portal serve` with its access log on: the Connect tests wait for the agent's
+    key fetch in it (test_connect_served._ready)."""
+    server = Served(tmp_path, "--database", fresh_database_url, "--access-log")
     try:
         yield server
     finally:

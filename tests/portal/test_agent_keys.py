@@ -8,10 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
+from webagents.portal.db.tables import Agent, AgentKey
+from webagents.portal.errors import NotFound
+from webagents.portal.tokens.agent_keys import AgentKeys
 
 from .conftest import csrf_of, make_account, sign_in
 
@@ -166,3 +171,20 @@ def test_p4_the_agent_page_lists_its_keys_and_revokes_one_with_csrf_for_its_owne
     assert (done.status_code, done.headers["location"]) == (303, f"/agents/{agent_id}")
     assert _put(client, server, "e").status_code == 401
     assert "revoked 20" in client.get(f"/agents/{agent_id}").text
+
+
+def test_p4_agent_keys_of_another_accounts_agent_are_refused_where_they_are_made(
+    db: Session,
+) -> None:
+    """The repository itself refuses: a caller that found another account's agent by its id
+    (a path parameter, say) gets no key for it, nor its keys."""
+    alice, bob = make_account(db, "alice"), make_account(db, "bob")
+    agent = Agent(user_id=alice.user_id, name="keeper")
+    db.add(agent)
+    db.flush()
+    with pytest.raises(NotFound) as refused:
+        AgentKeys(db, bob, agent)
+    assert refused.value.message == "there is no such agent on this portal: check the agent's link"
+    assert db.scalars(select(AgentKey).where(AgentKey.agent_id == agent.id)).all() == []
+    made = AgentKeys(db, alice, agent).make("laptop")
+    assert [key.id for key in AgentKeys(db, alice, agent).all()] == [made.key.id]

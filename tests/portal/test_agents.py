@@ -124,9 +124,10 @@ def test_p4_the_home_page_lists_the_users_agents_only(client: TestClient, db: Se
     sign_in(client, "alice")
     page = client.get("/").text
     assert (
-        f'<li><strong><a href="/agents/{made}">helper</a></strong>: Answers briefly.\n'
-        f'    · <a href="/agents/{made}/chats">chats</a> · <a href="/agents/{made}/memory">'
-        "memory</a></li>"
+        f'<li><article><strong><a href="/agents/{made}">helper</a></strong><br>'
+        '<span class="muted">Answers briefly.</span>\n'
+        f'    <br><a href="/agents/{made}/chats">chats</a> · <a href="/agents/{made}/memory">'
+        "memory</a></article></li>"
     ) in page
     assert "bobs-agent" not in page
 

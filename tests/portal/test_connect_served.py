@@ -64,16 +64,6 @@ def _allow_others(served: Served, alice: str, folder: Path) -> None:
     assert answer.status_code == 200, answer.text
 
 
-@pytest.fixture
-def served(tmp_path: Path, fresh_database_url: str) -> Iterator[Served]:
-    """The portal with its access log on: `_ready` sees the agent's key fetch in it."""
-    server = Served(tmp_path, "--database", fresh_database_url, "--access-log")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _ready(agent: Process, served: Served) -> None:
     """The agent connected, and holding the portal's keys (it fetches them on connecting: on
     SQLite the portal answers no other request while it relays one, so a first call racing

@@ -19,7 +19,6 @@ from ..errors import WebAgentsError
 from ..portal_wire.accounts import CliToken, MeOut, Revoked, UserOut
 from ..portal_wire.chats import ChatMessages, ConversationOut, Conversations, Recorded
 from ..portal_wire.memory import (
-    Applied,
     EntriesAnswer,
     EntryAnswer,
     EntryOut,
@@ -318,7 +317,3 @@ class PortalClient:
         if since is not None:
             query.append(("since", since))
         return self._memory(SyncAnswer, "GET", query)
-
-    def memory_sync_push(self, namespace: str, lines: list[dict[str, Any]]) -> int:
-        body = {"namespace": namespace, "lines": lines}
-        return self._memory(Applied, "POST", [("action", "sync")], json=body).applied

@@ -77,10 +77,6 @@ class PreAuth(PreAuthLookup):
         ).one_or_none()
         return (found[0], found[1]) if found is not None else None
 
-    def user_of_browser_session(self, token_hash: str, now: datetime) -> User | None:
-        found = self.browser_session(token_hash, now)
-        return found[0] if found is not None else None
-
     def end_browser_session(self, token_hash: str) -> None:
         self._session.execute(delete(BrowserSession).where(BrowserSession.token_hash == token_hash))
 

@@ -26,15 +26,15 @@ def key_out(key: AgentKey) -> KeyOut:
 
 def list_keys(db: Session, scope: AccountScope, agent_id: str) -> list[AgentKey]:
     agent = get_agent(db, scope, agent_id)
-    return AgentKeys(db, scope, agent.id).all()
+    return AgentKeys(db, scope, agent).all()
 
 
 def add_key(db: Session, scope: AccountScope, agent_id: str, name: str | None) -> KeyMade:
     agent = get_agent(db, scope, agent_id)
-    made = AgentKeys(db, scope, agent.id).make(name)
+    made = AgentKeys(db, scope, agent).make(name)
     return KeyMade(key=key_out(made.key), rawApiKey=made.raw)
 
 
 def revoke_key(db: Session, scope: AccountScope, agent_id: str, key_id: str) -> AgentKey:
     agent = get_agent(db, scope, agent_id)
-    return AgentKeys(db, scope, agent.id).revoke(key_id)
+    return AgentKeys(db, scope, agent).revoke(key_id)

@@ -105,7 +105,7 @@ def create_agent(db: Session, scope: AccountScope, given: AgentIn) -> AgentCreat
     except IntegrityError:
         raise _taken(name) from None
     names.taken_by_owner(db, scope, name)
-    made = agent_keys.AgentKeys(db, scope, agent.id).make(given.keyName)
+    made = agent_keys.AgentKeys(db, scope, agent).make(given.keyName)
     return AgentCreated(agent=agent_out(agent), rawApiKey=made.raw)
 
 

@@ -87,12 +87,15 @@ class PresentedKeys(PreAuthLookup):
 
 
 class AgentKeys:
-    """The keys of one agent of the scope's account (another account's: none at all)."""
+    """The keys of one agent of the scope's account (another account's: none at all, and no
+    new one: an agent not the scope's is not found here, whoever found it)."""
 
-    def __init__(self, session: Session, scope: AccountScope, agent_id: uuid.UUID) -> None:
+    def __init__(self, session: Session, scope: AccountScope, agent: Agent) -> None:
         self._session = session
         self._scope = require_scope(scope)
-        self._agent_id = agent_id
+        if agent.user_id != self._scope.user_id:
+            raise NotFound("there is no such agent on this portal: check the agent's link")
+        self._agent_id = agent.id
 
     def _base(self) -> Select[AgentKey]:
         return (
@@ -102,7 +105,7 @@ class AgentKeys:
         )
 
     def make(self, name: str | None) -> MadeKey:
-        """A new key for the agent, which the caller has already found as its owner's."""
+        """A new key for the agent."""
         raw = new_api_key()
         key = AgentKey(
             agent_id=self._agent_id,

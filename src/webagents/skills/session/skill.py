@@ -7,7 +7,7 @@ and the memory block stays fixed for the conversation (M6). Anonymous callers' c
 and conversations with no id are not kept. The terminal chat keeps every conversation (S2)
 through this skill too: it adds one to an agent whose file has none. With `backend:
 robutler` the terminal chat's conversations are also recorded as the owner's chats on the
-portal (`portal.py`).
+portal (`webagents.portal_link.chats`).
 """
 
 from __future__ import annotations
