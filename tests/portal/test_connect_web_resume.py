@@ -144,7 +144,10 @@ def test_a4_p11_owner_continues_on_the_web_in_chromium_and_resumes_in_the_termin
                 "the page shows the reply's first piece",
             )
             assert page.inner_text("#continue-status") == "the agent is answering…"
-            assert contents.all_text_contents() == [*(t for _, t in first), ON_THE_WEB, FIRST_PIECE]
+            # The kept messages as rendered (Markdown: their text without its paragraphs'
+            # line ends), the streamed piece as it came, its trailing space included.
+            kept, streamed = contents.all_inner_texts()[:3], contents.nth(3).text_content()
+            assert [*kept, streamed] == [*(t for _, t in first), ON_THE_WEB, FIRST_PIECE]
             model.release.set()
             page.locator("#continue-status", has_text="saved in this chat").wait_for()
             shown = [*(t for _, t in first), ON_THE_WEB, reply]
