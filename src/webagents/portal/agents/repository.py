@@ -11,7 +11,7 @@ from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from ..accounts.scope import AccountScope, PreAuthLookup, require_scope
-from ..db.tables import Agent, RetiredAgentName
+from ..db.tables import Agent, AgentConnection, RetiredAgentName
 from ..storable import is_storable
 
 
@@ -34,6 +34,23 @@ class Agents:
         self._session.add(agent)
         self._session.flush()
         return agent
+
+    def connections_since(self, agent: Agent, seen_after: datetime) -> list[datetime]:
+        """When each live Portal Connect connection of the agent opened (one per `webagents
+        serve` process), oldest first: the rows its portal process renewed after
+        `seen_after` (connect/directory.py keeps them, for every portal process to see)."""
+        return list(
+            self._session.scalars(
+                select(AgentConnection.since)
+                .join(Agent, Agent.id == AgentConnection.agent_id)
+                .where(
+                    Agent.user_id == self._scope.user_id,
+                    AgentConnection.agent_id == agent.id,
+                    AgentConnection.seen_at >= seen_after,
+                )
+                .order_by(AgentConnection.since)
+            )
+        )
 
     def remove(self, agent: Agent) -> None:
         self._session.delete(agent)
