@@ -116,9 +116,9 @@ def test_p8_forgotten_lists_a_namespaces_forgotten_entries_to_restore(
 
     overview = client.get(base)
     assert table(overview.text, "namespaces") == [
-        ["Namespace", "Whose", "Entries", "Forgotten", "Last change (UTC)", "Kept"],
-        ["owner", "owner", "1", "2", "2026-11-01 12:02", "forever"],  # a forgetting changes it
-        ["shared", "shared", "0", "1", "2026-11-01 12:03", "forever"],  # all forgotten: listed
+        ["Namespace", "Whose", "Entries", "Forgotten", "Last change (UTC)", "Last 30 days", "Kept"],
+        ["owner", "owner", "1", "2", "2026-11-01 12:02", "", "forever"],  # a forgetting changes it
+        ["shared", "shared", "0", "1", "2026-11-01 12:03", "", "forever"],  # all forgotten: listed
     ]
     listing = client.get(f"{base}/namespace", params={"namespace": "owner"})
     assert (

@@ -10,7 +10,7 @@ import io
 import re
 import zipfile
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -85,11 +85,11 @@ def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_sa
     assert page.status_code == 200
     at = AT.strftime("%Y-%m-%d %H:%M")
     assert table(page.text, "namespaces") == [
-        ["Namespace", "Whose", "Entries", "Forgotten", "Last change (UTC)", "Kept"],
-        ["owner", "owner", "1", "0", at, "forever"],
-        ["shared", "shared", "1", "0", at, "forever"],
-        ["caller:bob", "caller", "2", "0", at, "30 days"],
-        ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "0", at, "30 days"],
+        ["Namespace", "Whose", "Entries", "Forgotten", "Last change (UTC)", "Last 30 days", "Kept"],
+        ["owner", "owner", "1", "0", at, "", "forever"],
+        ["shared", "shared", "1", "0", at, "", "forever"],
+        ["caller:bob", "caller", "2", "0", at, "", "30 days"],
+        ["caller:b\\u043eb (#" + _digest(LOOKALIKE) + ")", "caller", "1", "0", at, "", "30 days"],
     ]
     listing = client.get(f"{base}/namespace", params={"namespace": "caller:bob"})
     assert "<hgroup><h1>caller:bob</h1><p>One caller's notes</p></hgroup>" in listing.text
@@ -483,3 +483,45 @@ def test_p8_anonymous_forms_are_sent_to_sign_in_and_change_nothing(
         assert answer.status_code == 303, path
         assert answer.headers["location"].startswith("/signin?next=%2Fagents%2F")
     _untouched(db, store, published)
+
+
+def test_p8_the_memory_page_charts_each_namespaces_entries_over_the_last_30_days(
+    client: TestClient, db: Session
+) -> None:
+    """One point every three days, now last: an entry counts from its writing until its
+    forgetting; the chart's label says it in words."""
+    _, store, base = _agent(db, client)
+    now = datetime.now(UTC)
+
+    def written(key: str, days_ago: float) -> None:
+        service.put(
+            store,
+            namespace="owner",
+            key=key,
+            content=key,
+            description="",
+            source="agent",
+            at=now - timedelta(days=days_ago),
+            by=service.BY_AGENT,
+        )
+
+    written("old", 40)
+    written("new", 12.5)
+    written("brief", 25.5)
+    service.delete(store, "owner", "brief", at=now - timedelta(days=4.5), by=service.BY_AGENT)
+    _commit(store, "owner", "old")
+
+    page = client.get(base).text
+    chart = re.search(
+        r'<svg class="growth" viewBox="0 0 100 20" role="img" aria-label="([^"]*)">'
+        r'<polyline points="([^"]*)"',
+        page,
+    )
+    assert chart is not None, page
+    # 30, 27, ... 3, 0 days ago: old all along; brief from 24 to 6 days ago; new from 12.
+    counts = [1, 1, 2, 2, 2, 2, 3, 3, 3, 2, 2]
+    heights = {1: "13.0", 2: "7.0", 3: "1.0"}  # 19 - 18 * count / 3
+    assert chart.groups() == (
+        "1 entries 30 days ago, 2 now, at most 3",
+        " ".join(f"{10 * n},{heights[count]}" for n, count in enumerate(counts)),
+    )

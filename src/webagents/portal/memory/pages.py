@@ -52,6 +52,7 @@ def _overview(
     rules = retention.rules_of(opened.store)
     forgotten = service.forgotten_counts(opened.store)
     changed = service.last_changes(opened.store)
+    grown = service.growth(opened.store, datetime.now(UTC))
     # A namespace whose entries were all forgotten is listed too: its Forgotten page
     # restores them.
     counts = dict.fromkeys(forgotten, 0) | dict(service.namespaces(opened.store))
@@ -63,6 +64,7 @@ def _overview(
             "count": count,
             "forgotten": forgotten.get(name, 0),
             "changed": changed.get(name),
+            "growth": sparkline(grown.get(name, [0] * service.GROWTH_POINTS)),
             "kept": _kept(retention.days_for(rules, name)),
         }
         for name, count in sorted(counts.items(), key=_order)
@@ -82,6 +84,21 @@ def _overview(
         retention_choices=[{"namespace": ns, "shown": shown(ns)} for ns in choices],
         **context,
     )
+
+
+def sparkline(counts: list[int]) -> dict[str, str]:
+    """The points of a small line chart of `counts` (a 100 x 20 box, the highest count at the
+    top), and what it shows in words (its label for screen readers)."""
+    top = max(max(counts), 1)
+    step = 100 / max(len(counts) - 1, 1)
+    points = " ".join(
+        f"{n * step:.0f},{19 - 18 * count / top:.1f}" for n, count in enumerate(counts)
+    )
+    said = (
+        f"{counts[0]} entries {service.GROWTH_DAYS} days ago, {counts[-1]} now, "
+        f"at most {max(counts)}"
+    )
+    return {"points": points, "label": said}
 
 
 def _order(item: tuple[str, int]) -> tuple[int, str]:

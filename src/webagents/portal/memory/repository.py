@@ -16,7 +16,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Result, Select, TextClause, and_, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Result,
+    Select,
+    TextClause,
+    and_,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from ..accounts.scope import (
@@ -245,6 +257,22 @@ class MemoryStore:
             .group_by(MemoryEntry.namespace)
         )
         return {str(name): at for name, at in rows}
+
+    def live_counts_at(self, moments: Sequence[datetime]) -> dict[str, list[int]]:
+        """Each namespace's live entries at each of `moments`, for the owner's chart of growth:
+        written by then and not forgotten by then (an entry forgotten and written again counts
+        from its first writing, as the entry keeps only when it was made and last forgotten)."""
+        made, gone = MemoryEntry.created_at, MemoryEntry.deleted_at
+        counts = [
+            func.sum(case((and_(made <= at, or_(gone.is_(None), gone > at)), 1), else_=0))
+            for at in moments
+        ]
+        rows = self._session.execute(
+            select(MemoryEntry.namespace, *counts)
+            .where(MemoryEntry.agent_id == self.agent_id)
+            .group_by(MemoryEntry.namespace)
+        )
+        return {str(row[0]): [int(n or 0) for n in row[1:]] for row in rows}
 
     def _forgetting(self) -> ColumnElement[bool]:
         """Joins this agent's forgotten entries to the version their forgetting left (the

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from ...portal_wire.memory import EntryOut
 from ..db.tables import MemoryEntry, MemoryVersion
@@ -355,6 +355,16 @@ def forgotten_counts(store: MemoryStore) -> dict[str, int]:
 
 def last_changes(store: MemoryStore) -> dict[str, datetime]:
     return store.last_changes()
+
+
+GROWTH_DAYS = 30
+GROWTH_POINTS = 11  # one every three days
+
+
+def growth(store: MemoryStore, now: datetime) -> dict[str, list[int]]:
+    """Each namespace's live entries over the last GROWTH_DAYS, oldest first, now last."""
+    step = timedelta(days=GROWTH_DAYS) / (GROWTH_POINTS - 1)
+    return store.live_counts_at([now - step * n for n in reversed(range(GROWTH_POINTS))])
 
 
 def restore_version(
