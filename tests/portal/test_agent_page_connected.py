@@ -19,8 +19,6 @@ from webagents.portal.db.tables import Agent, AgentConnection
 
 from .conftest import make_account, sign_in
 
-NOW = datetime.now(UTC)
-
 
 def _connect(db: Session, agent_id: uuid.UUID, since: datetime, seen: datetime) -> None:
     db.add(
@@ -52,11 +50,15 @@ def test_p12_the_agent_page_lists_the_processes_connected_now_for_its_owner_only
 ) -> None:
     keeper = _agent(client, db, "alice", "keeper")
     other = _agent(client, db, "bob", "bobs-agent")
-    first, second = NOW - timedelta(hours=2), NOW - timedelta(minutes=5)
-    _connect(db, keeper, second, NOW)
-    _connect(db, keeper, first, NOW - STALE / 2)
-    _connect(db, keeper, NOW - timedelta(days=1), NOW - STALE - timedelta(minutes=1))  # dead
-    _connect(db, other, NOW - timedelta(hours=1), NOW)  # another account's agent
+    # Live rows are renewed "later" than the page looks (an hour ahead), so that no slow run
+    # can make them stale before the page is read; the dead one was last renewed a day ago.
+    now = datetime.now(UTC)
+    later = now + timedelta(hours=1)
+    first, second = now - timedelta(hours=2), now - timedelta(minutes=5)
+    _connect(db, keeper, second, later)
+    _connect(db, keeper, first, later)
+    _connect(db, keeper, now - timedelta(days=2), now - timedelta(days=1))  # a dead process's
+    _connect(db, other, now - timedelta(hours=1), later)  # another account's agent
 
     sign_in(client, "alice")
     said, since = _connected(client.get(f"/agents/{keeper}").text)
@@ -70,7 +72,7 @@ def test_p12_the_agent_page_lists_the_processes_connected_now_for_its_owner_only
     carol = make_account(db, "carol")
     alices_agent = db.get(Agent, keeper)
     assert alices_agent is not None
-    assert Agents(db, carol).connections_since(alices_agent, NOW - STALE) == []
+    assert Agents(db, carol).connections_since(alices_agent, now - STALE) == []
 
     db.execute(delete(AgentConnection).where(AgentConnection.agent_id == keeper))
     db.flush()
