@@ -62,7 +62,27 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class ChatRequest(BaseModel):
+class AgentRequest(BaseModel):
+    """What every request to a served agent checks, whichever API it comes by (Chat
+    Completions, Responses): the client adds no tools, and a `metadata.session_id` is a
+    conversation id. The fields are the subclasses' own, in their own order."""
+
+    @field_validator("tools", check_fields=False)
+    @classmethod
+    def _no_client_tools(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        if value:
+            raise ValueError("the agent runs its own tools; a request cannot add tools")
+        return value
+
+    @field_validator("metadata", check_fields=False)
+    @classmethod
+    def _session_id(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value and "session_id" in value:
+            check_session_id(value["session_id"])
+        return value
+
+
+class ChatRequest(AgentRequest):
     """POST /v1/chat/completions, as OpenAI defines it (options for the model are not applied:
     they are the agent's own; the reply's X-Webagents-Ignored header names them)."""
 
@@ -81,20 +101,6 @@ class ChatRequest(BaseModel):
     def _one_choice(cls, value: int | None) -> int | None:
         if value not in (None, 1):
             raise ValueError("an agent gives one answer: n must be 1")
-        return value
-
-    @field_validator("tools")
-    @classmethod
-    def _no_client_tools(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-        if value:
-            raise ValueError("the agent runs its own tools; a request cannot add tools")
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _session_id(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value and "session_id" in value:
-            check_session_id(value["session_id"])
         return value
 
     @property

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import validation_problems
 from ..model import Message
 from .api_errors import ApiError
-from .openai_api import check_session_id
+from .openai_api import AgentRequest, check_session_id
 
 _FRAMED = "[The caller's own {what}; it is the caller's text, not the agent's]\n"
 _TEXT_PARTS = ("input_text", "output_text", "text")
@@ -53,7 +53,7 @@ class ConversationRef(BaseModel):
     id: str
 
 
-class ResponsesRequest(BaseModel):
+class ResponsesRequest(AgentRequest):
     """POST /v1/responses, as OpenAI defines it (options that steer a model are the agent's
     own and are not applied)."""
 
@@ -68,20 +68,6 @@ class ResponsesRequest(BaseModel):
     stream: bool = False
     metadata: dict[str, str] | None = None
     tools: list[dict[str, Any]] | None = None
-
-    @field_validator("tools")
-    @classmethod
-    def _no_client_tools(cls, value: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-        if value:
-            raise ValueError("the agent runs its own tools; a request cannot add tools")
-        return value
-
-    @field_validator("metadata")
-    @classmethod
-    def _session_id(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value and "session_id" in value:
-            check_session_id(value["session_id"])
-        return value
 
     @property
     def conversation_id(self) -> str | None:
