@@ -297,3 +297,43 @@ async def test_mcp_http_lists_and_reads_only_the_callers_kept_conversations(
         "there is no kept conversation 'bob-1': resources/list gives them",
     )
     assert nothing.resources == []
+
+
+async def test_mcp_http_daemon_answers_each_agent_at_its_path_and_keeps_sessions_to_it(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "agents"
+    for name in ("keeper", "other"):
+        write(root / name / "AGENT.md", AGENT.replace("name: keeper", f"name: {name}"))
+    env = child_env(tmp_path, **KEYS)
+    alice = {**MCP_HEADERS, "Authorization": f"Bearer {KEYS['ALICE_KEY']}"}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with running(["daemon", str(root), "--offline"], env) as process:
+        async with httpx.AsyncClient(base_url=process.url) as http:
+            ambiguous = await http.post("/mcp", json=INITIALIZE, headers=alice)
+            opened = await http.post("/agents/keeper/mcp", json=INITIALIZE, headers=alice)
+            session = {**alice, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            elsewhere = await http.post("/agents/other/mcp", json=listing, headers=session)
+            own = await http.post("/agents/keeper/mcp", json=listing, headers=session)
+        async with connected(process, KEYS["ALICE_KEY"], "/agents/other/mcp") as other:
+            written = answer(await other.call_tool("memory_write", {"key": "k", "content": "c"}))
+    assert (ambiguous.status_code, ambiguous.json()["error"]["message"]) == (
+        404,
+        "several agents are served here: connect to /agents/<name>/mcp (one of: keeper, other)",
+    )
+    assert opened.status_code == 200
+    assert (elsewhere.status_code, elsewhere.json()["error"]["message"]) == (
+        404,
+        "Session not found",
+    )
+    assert own.status_code == 200
+    assert [t["name"] for t in own.json()["result"]["tools"]] == [
+        "memory_search",
+        "memory_read",
+        "memory_write",
+        "memory_forget",
+        "memory_list",
+    ]
+    assert written[1] is False
+    assert (root / "other" / ".webagents" / "memory").exists()
+    assert not (root / "keeper" / ".webagents" / "memory" / "callers").exists()

@@ -57,7 +57,10 @@ class McpEndpoint:
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
         # A manager runs once: each time the app starts serving it gets a new one.
-        self._manager = StreamableHTTPSessionManager(mcp_server("webagents", INSTRUCTIONS, _scope))
+        # JSON answers, not an SSE stream per request: the tools send no progress, and a
+        # stream's set-up is most of a call's time (bench/mcp_calls.py).
+        server = mcp_server("webagents", INSTRUCTIONS, _scope)
+        self._manager = StreamableHTTPSessionManager(server, json_response=True)
         try:
             async with self._manager.run():
                 yield
