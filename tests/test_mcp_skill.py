@@ -6,6 +6,7 @@ to the owner alone unless `callers: true`, and never to an anonymous caller (rig
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -249,6 +250,18 @@ async def test_mcp_skill_server_killed_mid_conversation_is_a_tool_error_then_res
         "again for the next call"
     )
     assert first.isdigit() and second.isdigit() and first != second
+
+
+async def test_mcp_skill_closing_the_agent_stops_its_servers(
+    tmp_path: Path, script: Path
+) -> None:
+    model = ScriptedModel([call("tickets__pid"), "ok"])
+    agent = stdio_agent(tmp_path, script, model)
+    await (await agent.start(caller=Caller.owner())).send("pid?")
+    (pid,) = tool_messages(model)
+    await agent.aclose()  # a daemon retiring a reloaded agent: its servers must not linger
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid), 0)
 
 
 @pytest.mark.parametrize(
