@@ -103,6 +103,10 @@ class McpSkill(Skill[McpSettings]):
 
         return Tool(name, tool.description or name, dict(tool.input_schema), call)
 
+    async def aclose(self) -> None:
+        for connection in self._connections.values():
+            await connection.aclose()
+
     def tools(self, ctx: Context) -> Sequence[Tool]:
         return [
             tool
