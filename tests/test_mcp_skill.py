@@ -252,9 +252,7 @@ async def test_mcp_skill_server_killed_mid_conversation_is_a_tool_error_then_res
     assert first.isdigit() and second.isdigit() and first != second
 
 
-async def test_mcp_skill_closing_the_agent_stops_its_servers(
-    tmp_path: Path, script: Path
-) -> None:
+async def test_mcp_skill_closing_the_agent_stops_its_servers(tmp_path: Path, script: Path) -> None:
     model = ScriptedModel([call("tickets__pid"), "ok"])
     agent = stdio_agent(tmp_path, script, model)
     await (await agent.start(caller=Caller.owner())).send("pid?")
