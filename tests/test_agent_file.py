@@ -117,7 +117,7 @@ def test_r2_unknown_skill_is_refused_with_the_skills(tmp_path: Path) -> None:
         load_spec(folder)
     assert (caught.value.line, caught.value.reason) == (
         4,
-        "unknown skill 'memroy'; the skills are: auth, memory, openai, session "
+        "unknown skill 'memroy'; the skills are: auth, mcp, memory, openai, session "
         "(or a skill of your own as package.module:ClassName)",
     )
 

@@ -218,6 +218,8 @@ class Agent:
     async def aclose(self) -> None:
         for model in {id(m): m for m in [self._model, *self._models.values()] if m}.values():
             await model.aclose()
+        for skill in self.skills:
+            await skill.aclose()
 
 
 class Conversation:

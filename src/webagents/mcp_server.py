@@ -1,22 +1,27 @@
-"""The agent's memory as an MCP server over stdio, for its owner (`webagents mcp PATH`).
+"""The agent's memory as an MCP server: its memory tools and kept conversations, for one
+verified caller at a time.
 
-On stdio the only identity is the owner: the server is the owner's own process, started by
-the owner's own MCP client (Claude Code, Claude Desktop, Cursor), exactly as the terminal
-chat is. So every request is the owner's, and what the owner may do is asked of `rights`.
+One implementation for both transports: `webagents mcp PATH` serves it on stdio, where the
+only identity is the owner (the server is the owner's own process, started by the owner's
+own MCP client, exactly as the terminal chat is), and `webagents serve` at /mcp over
+streamable HTTP (server/mcp_http.py), where each request's caller is verified as for Chat
+Completions. What a caller may do is asked of `rights`, never decided here.
 
-Tools: the memory skill's tools as the owner sees them in a conversation, the same objects
+Tools: the memory skill's tools as that caller sees them in a conversation, the same objects
 (names, schemas, descriptions), called through the conversation's own `call_tool`: a client
-gets the very text the model would, errors included. Resources: the owner's kept
-conversations (the session store's), read-only, one JSON document each.
+gets the very text the model would, errors and refusals included. Resources: the caller's
+kept conversations (the session store's), read-only, one JSON document each.
 
-stdout is MCP's channel: `stdio_server` points fd 1 at stderr while it serves, so a stray
-print cannot corrupt it; logging goes to stderr (the CLI's `basicConfig`).
+stdout is MCP's channel on stdio: `stdio_server` points fd 1 at stderr while it serves, so a
+stray print cannot corrupt it; logging goes to stderr (the CLI's `basicConfig`).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -45,75 +50,65 @@ MAX_LISTED = 200
 RESOURCE_NOT_FOUND = -32002
 """MCP's code for a resource that does not exist (its specification's, not JSON-RPC's)."""
 
-_Request = ServerRequestContext[Any, Any]
+Request = ServerRequestContext[Any, Any]
 
 
-class MemoryServer:
-    """One agent's memory tools and kept conversations, served to its owner."""
+class AgentMemory:
+    """One agent's memory tools and kept conversations, as each caller may have them."""
 
     def __init__(self, agent: Agent) -> None:
-        memory = agent.skill(MemorySkill.name)
-        if not isinstance(memory, MemorySkill):
-            raise ConfigError(
-                f"the agent {agent.name!r} has no memory skill to serve: add `- memory` to "
-                "the skills in its AGENT.md"
-            )
         self.agent = agent
-        self.ctx = Context(agent=agent.info, caller=Caller.owner())
-        self.tools: dict[str, Tool] = {tool.name: tool for tool in memory.tools(self.ctx)}
+        memory = agent.skill(MemorySkill.name)
+        self._memory = memory if isinstance(memory, MemorySkill) else None
         sessions = agent.skill(SessionSkill.name)
         self._sessions: LocalSessionStore | None = (
             sessions.store if isinstance(sessions, SessionSkill) else None
         )
-        self._namespace = rights_of(self.ctx.caller).conversations
 
-    def server(self) -> Server[Any]:
-        return Server(
-            f"webagents-{self.agent.name}",
-            version=importlib.metadata.version("webagents"),
-            instructions=(
-                f"The memory of the agent {self.agent.name!r}: its notes (the memory_* tools, "
-                "as its owner) and the owner's kept conversations (resources, read-only)."
-            ),
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_read_resource=self._read_resource,
-        )
+    def require_memory(self) -> None:
+        """Refuse to serve an agent that has no notes at all (stdio's only purpose)."""
+        if self._memory is None:
+            raise ConfigError(
+                f"the agent {self.agent.name!r} has no memory skill to serve: add `- memory` "
+                "to the skills in its AGENT.md"
+            )
 
-    async def serve_stdio(self) -> None:
-        server = self.server()
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+    def context(self, caller: Caller) -> Context:
+        return Context(agent=self.agent.info, caller=caller)
+
+    def tools(self, ctx: Context) -> dict[str, Tool]:
+        """The memory tools `ctx`'s caller has in a conversation (SPEC M2), by name."""
+        if self._memory is None:
+            return {}
+        return {tool.name: tool for tool in self._memory.tools(ctx)}
 
     # -- tools --------------------------------------------------------------------------------
 
-    async def _list_tools(
-        self, request: _Request, params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
+    def list_tools(self, caller: Caller) -> types.ListToolsResult:
         return types.ListToolsResult(
             tools=[
                 types.Tool(
                     name=tool.name, description=tool.description, input_schema=tool.parameters
                 )
-                for tool in self.tools.values()
+                for tool in self.tools(self.context(caller)).values()
             ]
         )
 
-    async def _call_tool(
-        self, request: _Request, params: types.CallToolRequestParams
+    async def call_tool(
+        self, caller: Caller, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        # Through the conversation's own JSON text: the same parsing, validation and refusals.
+        # Through the conversation's own JSON text: the same parsing, validation and refusals;
+        # a tool this caller does not have is refused as an unknown one, as for the model.
+        ctx = self.context(caller)
         call = ToolCall("mcp", params.name, json.dumps(params.arguments or {}))
-        text, failed = await call_tool(self.tools, self.ctx, call)
+        text, failed = await call_tool(self.tools(ctx), ctx, call)
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=failed)
 
     # -- resources ----------------------------------------------------------------------------
 
-    async def _list_resources(
-        self, request: _Request, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        if self._sessions is None or self._namespace is None:
+    def list_resources(self, caller: Caller) -> types.ListResourcesResult:
+        namespace = rights_of(caller).conversations
+        if self._sessions is None or namespace is None:
             return types.ListResourcesResult(resources=[])
         return types.ListResourcesResult(
             resources=[
@@ -124,12 +119,12 @@ class MemoryServer:
                     description=f"updated {kept.updated}, {kept.turns} turns",
                     mime_type="application/json",
                 )
-                for kept in self._sessions.recent(self._namespace, limit=MAX_LISTED)
+                for kept in self._sessions.recent(namespace, limit=MAX_LISTED)
             ]
         )
 
-    async def _read_resource(
-        self, request: _Request, params: types.ReadResourceRequestParams
+    def read_resource(
+        self, caller: Caller, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         session_id = uri.removeprefix(CONVERSATIONS)
@@ -139,9 +134,12 @@ class MemoryServer:
                 f"{uri!r} names no kept conversation: resources/list gives their URIs "
                 f"({CONVERSATIONS}<id>)",
             )
+        # Only the caller's own namespace is looked in: another caller's conversation is
+        # answered exactly as one that does not exist.
+        namespace = rights_of(caller).conversations
         kept = None
-        if self._sessions is not None and self._namespace is not None:
-            kept = self._sessions.load(self._namespace, session_id)
+        if self._sessions is not None and namespace is not None:
+            kept = self._sessions.load(namespace, session_id)
         if kept is None:
             raise MCPError(
                 RESOURCE_NOT_FOUND,
@@ -156,3 +154,62 @@ class MemoryServer:
                 )
             ]
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Whose request an MCP message is: the agent's memory and the verified caller."""
+
+    memory: AgentMemory
+    caller: Caller
+
+
+def mcp_server(name: str, instructions: str, scope_of: Callable[[Request], Scope]) -> Server[Any]:
+    """An MCP server whose every message is answered for the caller `scope_of` names."""
+
+    async def list_tools(
+        request: Request, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        scope = scope_of(request)
+        return scope.memory.list_tools(scope.caller)
+
+    async def call_tool(
+        request: Request, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        scope = scope_of(request)
+        return await scope.memory.call_tool(scope.caller, params)
+
+    async def list_resources(
+        request: Request, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        scope = scope_of(request)
+        return scope.memory.list_resources(scope.caller)
+
+    async def read_resource(
+        request: Request, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        scope = scope_of(request)
+        return scope.memory.read_resource(scope.caller, params)
+
+    return Server(
+        name,
+        version=importlib.metadata.version("webagents"),
+        instructions=instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+    )
+
+
+async def serve_stdio(memory: AgentMemory) -> None:
+    """Serve `memory` on stdio to its owner, the only identity there is."""
+    owner = Scope(memory, Caller.owner())
+    server = mcp_server(
+        f"webagents-{memory.agent.name}",
+        f"The memory of the agent {memory.agent.name!r}: its notes (the memory_* tools, "
+        "as its owner) and the owner's kept conversations (resources, read-only).",
+        lambda request: owner,
+    )
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

@@ -87,3 +87,13 @@ def synced(namespace: str) -> bool:
     return namespace in (OWNER_NAMESPACE, SHARED_NAMESPACE) or (
         namespace.startswith("caller:") and len(namespace) > len("caller:")
     )
+
+
+def offered_agent_credentials(caller: Caller, *, to_callers: bool) -> bool:
+    """Whether tools that act with the agent's own credentials (an MCP server's, the `mcp`
+    skill) are offered to `caller`: always to the owner; to a verified caller with a
+    namespace of its own only where the owner said so (`to_callers`, `callers: true`);
+    never to an anonymous caller, whatever was said."""
+    if caller.is_owner:
+        return True
+    return to_callers and rights_of(caller).own is not None

@@ -17,7 +17,7 @@ from .owner import owner_agent
 from .profile_option import current_profile, profile_option
 
 if TYPE_CHECKING:  # imported when served: the mcp package is not needed to start the CLI
-    from ..mcp_server import MemoryServer
+    from ..mcp_server import AgentMemory
 
 
 @click.command()
@@ -32,20 +32,22 @@ def mcp(ctx: click.Context, path: Path, profile: str | None) -> None:
 
 
 def serve_mcp(path: Path, profile: str | None) -> None:
-    from ..mcp_server import MemoryServer
+    from ..mcp_server import AgentMemory
 
     agent = owner_agent(path, profile)
-    server = MemoryServer(agent)  # no memory skill: said before anything is served
-    asyncio.run(_serve(server))
+    memory = AgentMemory(agent)
+    memory.require_memory()  # said before anything is served
+    asyncio.run(_serve(memory))
 
 
-async def _serve(server: MemoryServer) -> None:
+async def _serve(memory: AgentMemory) -> None:
+    from ..mcp_server import serve_stdio
     from .run import push_memory
 
     try:
-        await server.serve_stdio()
+        await serve_stdio(memory)
     finally:
         try:
-            await push_memory(server.agent)
+            await push_memory(memory.agent)
         finally:
-            await server.agent.aclose()
+            await memory.agent.aclose()

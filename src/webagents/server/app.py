@@ -29,6 +29,7 @@ from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
 from .api_errors import ApiError, error_type
 from .hosting import AgentHost, ServedAgent
+from .mcp_http import McpEndpoint
 from .openai_api import (
     ChatRequest,
     conversation_messages,
@@ -73,7 +74,8 @@ def create_app(
                     await task
             await host.aclose()
 
-    app = FastAPI(title="webagents", version=__version__, lifespan=lifespan)
+    mcp = McpEndpoint(host)
+    app = FastAPI(title="webagents", version=__version__, lifespan=mcp.around(lifespan))
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     _install_error_handlers(app)
 
@@ -118,6 +120,7 @@ def create_app(
         return await _answer(request, served, caller, validate_request(data))
 
     install_responses(app, host)
+    app.router.routes.extend(mcp.routes())  # MCP over streamable HTTP (mcp_http.py)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

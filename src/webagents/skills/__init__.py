@@ -15,11 +15,12 @@ _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 def registry() -> dict[str, type[Skill[Any]]]:
     """Skill name -> class, for the built-in skills."""
     from .auth import AuthSkill
+    from .mcp import McpSkill
     from .memory import MemorySkill
     from .openai import OpenAISkill
     from .session import SessionSkill
 
-    return {cls.name: cls for cls in (OpenAISkill, MemorySkill, SessionSkill, AuthSkill)}
+    return {cls.name: cls for cls in (OpenAISkill, MemorySkill, SessionSkill, AuthSkill, McpSkill)}
 
 
 def is_import_path(name: str) -> bool:

@@ -340,3 +340,6 @@ class Skill(Generic[S]):
     def commands(self) -> Sequence[SlashCommand]:
         """Slash commands this skill adds to the terminal chat."""
         return ()
+
+    async def aclose(self) -> None:
+        """The agent is closed: let go of what the skill holds open (processes, connections)."""
