@@ -343,7 +343,7 @@ def _worker(ctx: click.Context, embeddings: str, database: str | None, profile: 
         jobs.stop()
         engine.dispose()
     done = jobs.embedding.embedded if jobs.embedding is not None else 0
-    click.echo(f"webagents portal worker: stopped; embedded {done} notes")
+    click.echo(f"webagents portal worker: stopped; embedded {done} note{'' if done == 1 else 's'}")
 
 
 @portal.command()
