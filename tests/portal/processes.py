@@ -6,7 +6,7 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.e2e.conftest import child_env, webagents_command
@@ -32,11 +32,18 @@ def portal(
 class Child:
     """A running `webagents ...` whose output (stdout and stderr) is read as it comes."""
 
-    def __init__(self, tmp_path: Path, *args: str, wrapper: Sequence[str] = ()) -> None:
-        """`wrapper`: a command that runs the rest of the command line (as `env` does)."""
+    def __init__(
+        self,
+        tmp_path: Path,
+        *args: str,
+        wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """`wrapper`: a command that runs the rest of the command line (as `env` does);
+        `env`: variables set for it beside child_env's."""
         self.popen = subprocess.Popen(
             [*wrapper, webagents_command(), *args],
-            env=child_env(tmp_path),
+            env=child_env(tmp_path, **(env or {})),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -94,12 +101,18 @@ class Child:
 class Served(Child):
     """A running `webagents portal serve` on a free port; `url` is where."""
 
-    def __init__(self, tmp_path: Path, *args: str, wrapper: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        *args: str,
+        wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         # No embedding model unless a test asks for one: most tests need none, and loading
         # one in every portal process would only cost time.
         chosen = () if "--embeddings" in args else ("--embeddings", "none")
         super().__init__(
-            tmp_path, "portal", "serve", "--port", "0", *chosen, *args, wrapper=wrapper
+            tmp_path, "portal", "serve", "--port", "0", *chosen, *args, wrapper=wrapper, env=env
         )
         try:
             self.url = self.wait_for(_SERVING.pattern).group(1)

@@ -246,3 +246,91 @@ def test_p5_a_worker_stopped_while_writes_settle_leaves_them_due(engine: Engine)
     later = SynonymEmbedder()
     assert _drain(EmbeddingWorker(sessions, later)) == [1]
     assert _vectors(sessions) == {"pets": (later.name, True)}
+
+
+def _several_workers_need_postgresql(engine: Engine) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("several embedding workers need PostgreSQL (SQLite: one process works it)")
+
+
+class Holding(SynonymEmbedder):
+    """An embedder whose first call waits until `release` is set: a worker holding a batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not self.calls:
+            self.holding.set()
+            assert self.release.wait(30), "the test never released the held batch"
+        return super().embed(texts)
+
+
+def test_p5_workers_on_postgresql_embed_disjoint_batches_and_each_note_once(
+    engine: Engine,
+) -> None:
+    """Two workers at once (as two `webagents portal worker` processes): while one holds a
+    batch, the other takes the next entries, not the same ones; in the end every note was
+    embedded once, by one of them."""
+    _several_workers_need_postgresql(engine)
+    sessions = make_sessions(engine)
+    agent = _published(sessions)
+    for n in range(40):
+        _put(sessions, agent, f"n{n:02}", f"a puppy number {n}")
+    held, other = Holding(), SynonymEmbedder()
+    first = threading.Thread(target=EmbeddingWorker(sessions, held).run_once, daemon=True)
+    first.start()
+    try:
+        assert held.holding.wait(30), "the first worker never took a batch"
+        second = EmbeddingWorker(sessions, other)
+        assert second.run_once() == 8  # the 8 entries the first one's batch of 32 left
+        assert _drain(second) == []  # the held 32 are not its to take
+    finally:
+        held.release.set()
+        first.join(timeout=30)
+    assert not first.is_alive()
+    texts = [text for call in held.calls + other.calls for text in call]
+    assert sorted(texts) == sorted(f"n{n:02}\n\na puppy number {n}" for n in range(40))
+    assert [len(call) for call in held.calls] == [32]
+    assert _vectors(sessions) == {f"n{n:02}": (held.name, True) for n in range(40)}
+
+
+class Failing(Holding):
+    """A held batch that then fails (the model endpoint down, or the worker's process dies)."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        super().embed(texts)
+        raise RuntimeError("the model endpoint is down")
+
+
+def test_p5_a_batch_whose_worker_fails_is_left_due_for_another_worker(engine: Engine) -> None:
+    """The other worker skipped the held entries; once the holder failed, it embeds them
+    (its cursor stopped before them, so it looks again)."""
+    _several_workers_need_postgresql(engine)
+    sessions = make_sessions(engine)
+    agent = _published(sessions)
+    for n in range(40):
+        _put(sessions, agent, f"n{n:02}", f"a car number {n}")
+    failing, other = Failing(), SynonymEmbedder()
+    errors: list[BaseException] = []
+
+    def hold_then_fail() -> None:
+        try:
+            EmbeddingWorker(sessions, failing).run_once()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=hold_then_fail, daemon=True)
+    first.start()
+    second = EmbeddingWorker(sessions, other)
+    try:
+        assert failing.holding.wait(30), "the first worker never took a batch"
+        assert _drain(second) == [8]
+    finally:
+        failing.release.set()
+        first.join(timeout=30)
+    assert [str(e) for e in errors] == ["the model endpoint is down"]
+    assert _drain(second) == [32]  # the failed batch, due again
+    assert _vectors(sessions) == {f"n{n:02}": (other.name, True) for n in range(40)}

@@ -1,4 +1,4 @@
-"""`webagents portal serve|migrate|adduser|passwd|invite|apikey`: the self-hosted portal
+"""`webagents portal serve|worker|migrate|adduser|passwd|invite|apikey`: the self-hosted portal
 (SPEC P1).
 
 The portal's packages are an extra (`pip install 'webagents[portal]'`), imported only when a
@@ -144,6 +144,16 @@ def portal() -> None:
     "line costs the server's one event loop a good share of its time (a reverse proxy in "
     "front usually logs requests anyway).",
 )
+@click.option(
+    "--background-jobs",
+    "background_jobs",
+    envvar="WEBAGENTS_PORTAL_BACKGROUND_JOBS",
+    type=click.Choice(["in-process", "none"]),
+    default="in-process",
+    show_default=True,
+    help="Where embedding notes and memory retention run: in this process, or none "
+    "(`webagents portal worker` processes run them; on PostgreSQL any number).",
+)
 @memory_quota_options
 @connection_options
 @_database_option
@@ -202,7 +212,9 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
 
     from ..portal.admin import open_database
     from ..portal.app import create_app
+    from ..portal.background import JobsLock
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
+    from ..portal.memory.retention import Sweeper
     from ..portal.settings import check_public_url, check_sign_up
     from ..server.connection_limits import ConnectionLimits
     from .serve import bind, connection_guard, serve_guarded
@@ -244,15 +256,16 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
         f"  database requests: {gate.slots} at once, {gate.waiting} more waiting "
         f"({gate.wait_seconds:g} s at most); beyond, 503 with Retry-After"
     )
+    in_process = options["background_jobs"] == "in-process"
+    jobs_lock = JobsLock.take(settings, serving=True) if in_process else None
+    click.echo(_shown_jobs(in_process, settings))
     guard = connection_guard(limits)
     click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
     proxies = options["forwarded_allow_ips"].strip()
-    app = create_app(settings, engine=engine, embedder=embedder)
-    # Memory retention (P6): every process sweeps; sweeps of one agent take turns in the
-    # database, so any number of processes may.
-    from ..portal.memory.retention import Sweeper
-
-    sweeper = Sweeper(app.state.sessions).start()
+    app = create_app(settings, engine=engine, embedder=embedder, embedding_worker=in_process)
+    # Memory retention (P6): sweeps of one agent take turns in the database, so any number
+    # of processes may sweep.
+    sweeper = Sweeper(app.state.sessions).start() if in_process else None
     try:
         serve_guarded(
             app,
@@ -267,7 +280,70 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
             access_log=options["access_log"],
         )
     finally:
-        sweeper.stop()
+        if sweeper is not None:
+            sweeper.stop()
+        if jobs_lock is not None:
+            jobs_lock.release()
+
+
+def _shown_jobs(in_process: bool, settings: Any) -> str:
+    """The banner's line on the background jobs, with how to split them out."""
+    if not in_process:
+        return "  background jobs: none here (run `webagents portal worker` beside it)"
+    if settings.is_sqlite:
+        return "  background jobs: in this process (embedding notes, memory retention)"
+    return (
+        "  background jobs: in this process (embedding notes, memory retention); to run them "
+        "apart, start with --background-jobs none and run `webagents portal worker`"
+    )
+
+
+@portal.command()
+@click.option(
+    "--embeddings",
+    envvar="WEBAGENTS_PORTAL_EMBEDDINGS",
+    metavar="local|openai[:MODEL]|none",
+    default="local",
+    show_default=True,
+    help="The embedding model: the same as the portal serve's.",
+)
+@_database_option
+@click.pass_context
+def worker(ctx: click.Context, embeddings: str, database: str | None, profile: str | None) -> None:
+    """Run the portal's background jobs (embedding notes for semantic search, memory
+    retention) in a process of their own, beside `portal serve --background-jobs none`.
+    On PostgreSQL several workers share the work; on SQLite one process runs it."""
+    _run(_worker, ctx, embeddings, database, profile)
+
+
+def _worker(ctx: click.Context, embeddings: str, database: str | None, profile: str | None) -> None:
+    import signal
+
+    from ..portal.admin import open_database
+    from ..portal.background import Worker
+    from ..portal.db.engine import make_sessions
+
+    settings = _settings(ctx, database, profile)
+    embedder = _embedder(embeddings)
+    engine = open_database(settings)
+    jobs = Worker(settings, make_sessions(engine), embedder)
+    click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
+    click.echo(_shown_embeddings(embeddings, embedder))
+    # SIGTERM (a service manager's stop) ends it as Ctrl-C does: the batch in hand is
+    # finished or left due, never half stored.
+    signal.signal(signal.SIGTERM, lambda *_: jobs.stop())
+    jobs.start()
+    click.echo("webagents portal worker: running (Ctrl-C stops)")
+    try:
+        while not jobs.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        jobs.stop()
+        engine.dispose()
+    done = jobs.embedding.embedded if jobs.embedding is not None else 0
+    click.echo(f"webagents portal worker: stopped; embedded {done} note{'' if done == 1 else 's'}")
 
 
 @portal.command()

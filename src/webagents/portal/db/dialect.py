@@ -90,16 +90,33 @@ def upsert(
     )
 
 
+def _lock_key(name: str) -> int:
+    return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big", signed=True)
+
+
 def hold_lock(session: Session, space: int, name: str) -> None:
     """A transaction-scoped PostgreSQL advisory lock on `name` in `space` (two-key form,
     apart from the migration's one-key lock); SQLite needs nothing, as its writing
     transactions (BEGIN IMMEDIATE) already take turns."""
     if not is_postgresql(session):
         return
-    key = int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "big", signed=True)
     session.execute(
-        text("SELECT pg_advisory_xact_lock(:space, :key)"), {"space": space, "key": key}
+        text("SELECT pg_advisory_xact_lock(:space, :key)"),
+        {"space": space, "key": _lock_key(name)},
     )
+
+
+def try_hold_lock(session: Session, space: int, name: str) -> bool:
+    """`hold_lock` without waiting: whether this transaction holds the lock now (False: another
+    does). Two names may share a key (32 bits of a hash): a false "held" is a wait, never a
+    second holder. SQLite: always True (one worker; see the caller)."""
+    if not is_postgresql(session):
+        return True
+    held = session.scalar(
+        text("SELECT pg_try_advisory_xact_lock(:space, :key)"),
+        {"space": space, "key": _lock_key(name)},
+    )
+    return bool(held)
 
 
 def narrows_little(session: Session, term: ColumnElement[bool]) -> ColumnElement[bool]:

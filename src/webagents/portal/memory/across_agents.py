@@ -34,6 +34,19 @@ class Due:
     text: str
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A worker's batch (`items`, by cursor), and the cursor of the first due entry another
+    worker held (None: none), before which the worker knows every due entry is its own."""
+
+    items: list[Due]
+    held_from: int | None
+
+
+# The space of the embedding workers' claims among PostgreSQL's advisory locks: "wa" "em".
+_EMBEDDING_LOCKS = 0x7761656D
+
+
 class AcrossAgents:
     """Every agent's memory, for a background job."""
 
@@ -57,9 +70,11 @@ class AcrossAgents:
         *,
         agent_id: uuid.UUID | None = None,
         since: int = 0,
+        among: Sequence[uuid.UUID] | None = None,
     ) -> list[Due]:
         """Entries without a vector of `model` as of their latest change: of every agent,
-        oldest change first; or of one agent, those changed after cursor `since`, by cursor."""
+        oldest change first; or of one agent, those changed after cursor `since`, by cursor;
+        `among`: of these entries only."""
         vector = MemoryVector
         query = (
             select(
@@ -87,11 +102,47 @@ class AcrossAgents:
             query = query.where(
                 MemoryEntry.agent_id == agent_id, MemoryEntry.cursor > since
             ).order_by(MemoryEntry.cursor)
+        if among is not None:
+            query = query.where(MemoryEntry.id.in_(among))
         rows = self._session.execute(query)
         return [
             Due(agent, ident, cursor, f"{key}\n{description}\n{content}"[:MAX_TEXT_CHARS])
             for agent, ident, cursor, key, description, content in rows
         ]
+
+    def claim(self, model: str, agent_id: uuid.UUID, since: int, limit: int = BATCH) -> Claim:
+        """One agent's due entries after cursor `since` that no other worker holds, each held
+        by this transaction (an advisory lock: PostgreSQL, where several workers may share
+        the queue; dialect.try_hold_lock). Only a lock is held, no row: a writer changing a
+        held entry never waits for the model."""
+        mine: list[Due] = []
+        held_from: int | None = None
+        after = since
+        while len(mine) < limit:
+            page = self.due(model, limit, agent_id=agent_id, since=after)
+            for item in page:
+                if len(mine) == limit:
+                    break
+                if dialect.try_hold_lock(self._session, _EMBEDDING_LOCKS, item.entry_id.hex):
+                    mine.append(item)
+                elif held_from is None:
+                    held_from = item.cursor
+            if len(page) < limit:
+                break
+            after = page[-1].cursor
+        # Another worker may have stored some of them between the look and the lock.
+        still = (
+            self.due(
+                model,
+                len(mine),
+                agent_id=agent_id,
+                since=since,
+                among=[item.entry_id for item in mine],
+            )
+            if mine
+            else []
+        )
+        return Claim(still, held_from)
 
     def keep_vectors(self, model: str, done: Sequence[tuple[Due, Sequence[float]]]) -> None:
         """Keep the vectors (float32 bytes), each as of the cursor its text was read at: if

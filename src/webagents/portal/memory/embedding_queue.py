@@ -4,8 +4,11 @@ differs). So any portal process can work the queue, and a restart loses nothing.
 
 This is the store's one reader across agents, and it is no request's: it reads the text of
 due entries and writes only vectors (and each agent's vectors version, which tells search
-caches to reload). A worker thread in each serving process calls it; `embed_due` does one
-round in one session (the tests call it directly).
+caches to reload). A worker thread in a serving process, or in `webagents portal worker`
+processes (background.py), calls it; `embed_due` does one round in one session (the tests
+call it directly). On PostgreSQL several workers share the queue: each claims the entries it
+embeds (AcrossAgents.claim), so none is embedded twice at once and a worker that dies leaves
+its batch due; on SQLite one process works it.
 
 The worker's idle look is cheap and takes no lock: it reads the agents' feed rows (one small
 row each) in a read-only transaction (on SQLite a deferred BEGIN, which reads the WAL's
@@ -25,9 +28,10 @@ import uuid
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..accounts.scope import SystemScope
+from ..db import dialect
 from ..db.engine import read_only
 from ..embeddings import Embedder
-from .across_agents import BATCH, AcrossAgents, Due
+from .across_agents import BATCH, AcrossAgents
 
 log = logging.getLogger("webagents.portal.memory")
 
@@ -82,6 +86,8 @@ class EmbeddingWorker:
         # changes after it are looked at. Empty at start: every agent is checked from 0.
         self._checked: dict[uuid.UUID, int] = {}
         self._last_served: uuid.UUID | None = None
+        self.embedded = 0  # entries embedded and stored by this worker, in all
+        self._claiming: bool | None = None  # whether workers claim entries: known at first use
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-embedding", daemon=True)
@@ -104,8 +110,51 @@ class EmbeddingWorker:
 
     def run_once(self) -> int:
         """One batch of one agent's due entries embedded and stored: how many."""
-        agent, items = self._next_batch()
-        if agent is None or not items:
+        for agent, last in self._moved():
+            if self._shares_queue():
+                done = self._claim_and_embed(agent, last)
+            else:
+                done = self._read_and_embed(agent, last)
+            if done:
+                self._last_served = agent
+                self.embedded += done
+                return done
+        return 0
+
+    def _shares_queue(self) -> bool:
+        """On PostgreSQL, workers claim entries (several processes may work the queue:
+        `webagents portal worker`); on SQLite one worker reads without a lock."""
+        if self._claiming is None:
+            with self._sessions() as session:
+                self._claiming = dialect.is_postgresql(session)
+        return self._claiming
+
+    def _moved(self) -> list[tuple[uuid.UUID, int]]:
+        """The agents whose feed moved past the cursor checked, each with its last cursor:
+        in turn after the one served last, so that a busy agent starves none."""
+        with read_only(self._sessions()) as session:
+            feeds = AcrossAgents(session, WORKER).feeds()
+        moved = sorted(
+            (agent, last) for agent, last in feeds.items() if last > self._checked.get(agent, 0)
+        )
+        after = [n for n, (agent, _) in enumerate(moved) if agent == self._last_served]
+        if after:
+            moved = moved[after[0] + 1 :] + moved[: after[0] + 1]
+        return moved
+
+    def _read_and_embed(self, agent: uuid.UUID, last: int) -> int:
+        """One worker alone (SQLite): the batch read in a read-only transaction, embedded
+        outside any, stored in a short writing one (the database's one writer lock is never
+        held while the model runs)."""
+        since = self._checked.get(agent, 0)
+        with read_only(self._sessions()) as session:
+            items = AcrossAgents(session, WORKER).due(
+                self._embedder.name, agent_id=agent, since=since
+            )
+        if not items:
+            # None due after `since`: every change up to `last` (committed, as cursors are
+            # given in commit order) has its vector.
+            self._checked[agent] = max(since, last)
             return 0
         vectors = self._embedder.embed([item.text for item in items])
         with self._sessions() as session:
@@ -114,31 +163,31 @@ class EmbeddingWorker:
             session.commit()
         # The batch was this agent's first due entries by cursor: every entry up to the last
         # of them is embedded now, or changed since (its cursor is past this one then).
-        self._checked[agent] = max(self._checked.get(agent, 0), max(i.cursor for i in items))
-        self._last_served = agent
+        self._checked[agent] = max(since, max(item.cursor for item in items))
         return len(items)
 
-    def _next_batch(self) -> tuple[uuid.UUID | None, list[Due]]:
-        with read_only(self._sessions()) as session:
+    def _claim_and_embed(self, agent: uuid.UUID, last: int) -> int:
+        """One of several workers (PostgreSQL): the batch claimed (AcrossAgents.claim: held
+        by this transaction, those other workers hold skipped), embedded and stored in it, so
+        no entry is embedded by two workers at once; a worker that dies leaves its batch due."""
+        since = self._checked.get(agent, 0)
+        with self._sessions() as session:
             queue = AcrossAgents(session, WORKER)
-            moved = sorted(
-                (agent, last)
-                for agent, last in queue.feeds().items()
-                if last > self._checked.get(agent, 0)
-            )
-            # Agents in turn after the one served last, so a busy agent starves none.
-            after = [n for n, (agent, _) in enumerate(moved) if agent == self._last_served]
-            if after:
-                moved = moved[after[0] + 1 :] + moved[: after[0] + 1]
-            for agent, last in moved:
-                since = self._checked.get(agent, 0)
-                items = queue.due(self._embedder.name, agent_id=agent, since=since)
-                if items:
-                    return agent, items
-                # None due after `since`: every change up to `last` (committed, as cursors
-                # are given in commit order) has its vector.
-                self._checked[agent] = last
-            return None, []
+            claim = queue.claim(self._embedder.name, agent, since)
+            if not claim.items:
+                if claim.held_from is None:  # none due: see _read_and_embed
+                    self._checked[agent] = max(since, last)
+                return 0
+            vectors = self._embedder.embed([item.text for item in claim.items])
+            queue.keep_vectors(self._embedder.name, list(zip(claim.items, vectors, strict=True)))
+            session.commit()
+        # As in _read_and_embed, but the cursor stops before an entry another worker holds:
+        # its batch may yet fail and stay due.
+        reach = max(item.cursor for item in claim.items)
+        if claim.held_from is not None:
+            reach = min(reach, claim.held_from - 1)
+        self._checked[agent] = max(since, reach)
+        return len(claim.items)
 
     def _run(self) -> None:
         failures = 0

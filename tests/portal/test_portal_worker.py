@@ -1,0 +1,229 @@
+"""`webagents portal worker` (issue 23): the background jobs in processes of their own, beside
+`webagents portal serve --background-jobs none`. The embedding model is an OpenAI-compatible
+endpoint served by the test (`--embeddings openai:MODEL`), so the test sees which process
+asked to embed what, and when."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import PASSWORD
+from .memory_helpers import SynonymEmbedder
+from .processes import Child, Served, portal
+
+URL = "/api/storage/memory-scoped"
+MODEL = "openai:test-synonyms"
+
+
+class Endpoint:
+    """POST /v1/embeddings with SynonymEmbedder's vectors. The first two requests that carry
+    notes (keys start with "n") wait for each other: both answer only once two workers are
+    embedding at the same moment (or after 60 s, marked as never met)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.met: bool | None = None
+        self._lock = threading.Lock()
+        self._meeting = threading.Barrier(2, timeout=60)
+        self._waited = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                answer = json.dumps(endpoint.answer(body["input"], body["model"])).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+    def answer(self, texts: list[str], model: str) -> dict[str, Any]:
+        notes = [text for text in texts if text.startswith("n")]
+        if notes:
+            with self._lock:
+                self.texts.extend(notes)
+                meets = self._waited < 2
+                self._waited += 1
+            if meets:
+                try:
+                    self._meeting.wait()
+                    self.met = self.met is not False
+                except threading.BrokenBarrierError:
+                    self.met = False
+        vectors = SynonymEmbedder().embed(texts)
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+        return {"object": "list", "data": data, "model": model}
+
+    def __enter__(self) -> Endpoint:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._meeting.abort()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    with Endpoint() as made:
+        yield made
+
+
+def _worker(tmp_path: Path, endpoint: Endpoint, database: str) -> Child:
+    child = Child(
+        tmp_path,
+        "portal",
+        "worker",
+        "--embeddings",
+        MODEL,
+        "--database",
+        database,
+        env={"OPENAI_BASE_URL": endpoint.url},
+    )
+    child.wait_for(r"webagents portal worker: running")
+    return child
+
+
+def _agent(tmp_path: Path, served: Served, database: str) -> tuple[dict[str, str], str]:
+    """A published agent's key header and id (alice's agent, made over HTTP)."""
+    assert (
+        portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD).returncode == 0
+    )
+    user_key = portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+    made = httpx.post(
+        f"{served.url}/api/agents",
+        headers={"Authorization": f"Bearer {user_key}"},
+        json={"name": "helper"},
+    )
+    assert made.status_code == 201, made.text
+    return {"Authorization": f"Bearer {made.json()['rawApiKey']}"}, made.json()["agent"]["id"]
+
+
+def _until(check: Any, seconds: float = 90) -> bool:
+    """Whether `check()` came true within `seconds` (a guard; it is awaited, not timed)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return bool(check())
+
+
+@pytest.mark.e2e  # runs the installed webagents command
+def test_p5_portal_worker_embeds_what_a_serve_without_background_jobs_keeps(
+    tmp_path: Path, fresh_database_url: str, endpoint: Endpoint
+) -> None:
+    database = fresh_database_url
+    served = Served(
+        tmp_path,
+        "--embeddings",
+        MODEL,
+        "--background-jobs",
+        "none",
+        "--database",
+        database,
+        env={"OPENAI_BASE_URL": endpoint.url},
+    )
+    try:
+        assert "background jobs: none here (run `webagents portal worker` beside it)" in (
+            served.output
+        )
+        agent, agent_id = _agent(tmp_path, served, database)
+        with httpx.Client(base_url=served.url, headers=agent, params={"agentId": agent_id}) as http:
+            note = {"namespace": "owner", "key": "npets", "content": "a puppy named rex"}
+            assert http.put(URL, json=note).status_code == 200
+
+            def matched() -> list[tuple[str, list[str]]]:
+                found = http.get(URL, params={"action": "search", "q": "dog", "namespace": "owner"}).json()
+                return [(e["key"], e["matched"]) for e in found["entries"]]
+
+            assert matched() == []  # no process embeds: "dog" finds the puppy by meaning only
+            worker = _worker(tmp_path, endpoint, database)
+            try:
+                assert _until(lambda: matched() == [("npets", ["meaning"])]), matched()
+            finally:
+                assert worker.stop() == 0
+    finally:
+        served.stop()
+    assert endpoint.texts == ["npets\n\na puppy named rex"]
+    assert "webagents portal worker: stopped; embedded 1 note" in worker.output
+
+
+@pytest.mark.e2e  # runs the installed webagents command
+def test_p5_two_portal_workers_on_postgresql_share_the_embedding_and_none_embeds_twice(
+    tmp_path: Path, fresh_database_url: str, endpoint: Endpoint
+) -> None:
+    if not fresh_database_url.startswith("postgresql"):
+        pytest.skip("several portal workers need PostgreSQL (SQLite: one process)")
+    database = fresh_database_url
+    served = Served(tmp_path, "--background-jobs", "none", "--database", database)
+    try:
+        agent, agent_id = _agent(tmp_path, served, database)
+        with httpx.Client(base_url=served.url, headers=agent, params={"agentId": agent_id}) as http:
+            for n in range(100):
+                note = {"namespace": "owner", "key": f"n{n:03}", "content": f"a car {n}"}
+                assert http.put(URL, json=note).status_code == 200
+    finally:
+        served.stop()
+    workers = [_worker(tmp_path, endpoint, database) for _ in range(2)]
+    try:
+        assert _until(lambda: len(endpoint.texts) >= 100), len(endpoint.texts)
+    finally:
+        stopped = [worker.stop() for worker in workers]
+    assert stopped == [0, 0]
+    assert endpoint.met is True  # the two embedded at the same moment
+    assert sorted(endpoint.texts) == sorted(f"n{n:03}\n\na car {n}" for n in range(100))
+    done = [int(worker.wait_for(r"stopped; embedded (\d+) notes?").group(1)) for worker in workers]
+    assert sum(done) == 100 and min(done) > 0, done
+
+
+@pytest.mark.e2e  # runs the installed webagents command
+def test_p5_on_sqlite_one_process_runs_the_background_jobs(
+    tmp_path: Path, fresh_database_url: str
+) -> None:
+    if not fresh_database_url.startswith("sqlite"):
+        pytest.skip("the one-process rule is SQLite's (PostgreSQL: any number of workers)")
+    database = ("--database", fresh_database_url)
+    served = Served(tmp_path, *database)
+    try:
+        assert "background jobs: in this process (embedding notes, memory retention)" in (
+            served.output
+        )
+        refused = portal(tmp_path, "worker", "--embeddings", "none", *database)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "another process runs this SQLite portal's background jobs already" in (
+            refused.stderr
+        )
+        assert "running" not in refused.stdout
+    finally:
+        served.stop()
+    worker = Child(tmp_path, "portal", "worker", "--embeddings", "none", *database)
+    try:
+        worker.wait_for(r"webagents portal worker: running")
+        second = portal(tmp_path, "serve", "--port", "0", "--embeddings", "none", *database)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert "Start this one with --background-jobs none, or stop the other" in second.stderr
+        assert "serving at" not in second.stdout
+    finally:
+        assert worker.stop() == 0
