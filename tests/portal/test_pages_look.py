@@ -98,10 +98,15 @@ def test_p11_a_messages_markdown_is_rendered_and_sanitized() -> None:
     assert to_html('<img src=x onerror="alert(1)"><script>alert(1)</script>') == (
         '<p>&lt;img src=x onerror="alert(1)"&gt;&lt;script&gt;alert(1)&lt;/script&gt;</p>\n'
     )
-    # No script link; no image loaded from elsewhere (its Markdown stays readable).
-    assert to_html("[a](javascript:alert(1)) ![b](https://example.com/b.png)") == (
-        '<p>[a](javascript:alert(1)) !<a href="https://example.com/b.png" '
-        'rel="noopener noreferrer nofollow">b</a></p>\n'
+    # No script link; no image loaded from elsewhere (its Markdown stays as it was written);
+    # no relative link (it would pass for one of the portal's own); other sites' links kept.
+    assert to_html("[a](javascript:alert(1)) ![b *c*](https://example.com/b.png)") == (
+        "<p>[a](javascript:alert(1)) ![b *c*](https://example.com/b.png)</p>\n"
+    )
+    assert to_html("[forget](/agents/x/memory) [docs](https://example.com/d?a=1&b=2)") == (
+        '<p><a rel="noopener noreferrer nofollow">forget</a> '
+        '<a href="https://example.com/d?a=1&amp;b=2" rel="noopener noreferrer nofollow">'
+        "docs</a></p>\n"
     )
     assert to_html("| a |\n|:-:|\n| 1 |") == (
         "<table>\n<thead>\n<tr>\n<th>a</th>\n</tr>\n</thead>\n<tbody>\n<tr>\n<td>1</td>\n"
