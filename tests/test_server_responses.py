@@ -296,7 +296,7 @@ def test_issue24_store_false_with_any_conversation_id_is_the_same_400(tmp_path: 
     conversation, whichever field names it (`metadata.session_id` too, as `conversation`
     and `previous_response_id` do), and nothing is run or kept for it."""
     keeper = _served("keeper", ScriptedModel(["one"]), tmp_path)
-    named = {
+    named: dict[str, dict[str, Any]] = {
         "conversation": {"conversation": "c1"},
         "previous_response_id": {"previous_response_id": "resp_x"},
         "metadata.session_id": {"metadata": {"session_id": "c1"}},
