@@ -61,8 +61,10 @@ RELAYED: tuple[tuple[str, str], ...] = (
 """The public endpoint's calls: a method and a path below `/agents/<name>/`, relayed as they
 are to the agent, which routes them as its own server does."""
 
-_PATTERNS = (re.sub(r"\\{\w+\\}", "[^/]+", re.escape(path)) for _, path in RELAYED)
-_RELAYED_PATH = re.compile(r"/agents/[^/]+/(?:" + "|".join(_PATTERNS) + ")")
+# Any text where a name or an id goes, slashes too: a path that names none of them well (an
+# encoded slash, `..`) is still this endpoint's, answered in its shape, not a page's.
+_PATTERNS = (re.sub(r"\\{\w+\\}", ".+", re.escape(path)) for _, path in RELAYED)
+_RELAYED_PATH = re.compile(r"/agents/.+/(?:" + "|".join(_PATTERNS) + ")")
 
 # What a POST's body must be, said to a caller who sent something else.
 _BODY_HINTS = {
