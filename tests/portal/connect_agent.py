@@ -9,6 +9,8 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +128,17 @@ class ConnectAgent:
                 await socket.send(json.dumps({"type": "data", "id": request_id, "chunk": chunk}))
         await socket.send(json.dumps({"type": "end", "id": request_id}))
         return "answered"
+
+
+@contextmanager
+def connected(portal_url: str, key: str) -> Iterator[ConnectAgent]:
+    """An echoing agent, once the portal said hello to it; stopped at the end."""
+    agent = ConnectAgent(portal_url, key)
+    try:
+        agent.wait_for("hellos")
+        yield agent
+    finally:
+        agent.stop()
 
 
 async def _echo_call(socket: Any, request: dict[str, Any]) -> str:

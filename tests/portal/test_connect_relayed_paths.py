@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .connect_agent import ConnectAgent
+from .connect_agent import ConnectAgent, connected
 from .connect_world import World, make_world
 from .processes import Served
 
@@ -39,12 +39,8 @@ def world(served: Served, fresh_database_url: str) -> World:
 
 @pytest.fixture
 def agent(world: World) -> Iterator[ConnectAgent]:
-    connected = ConnectAgent(world.url, world.agent_key)
-    try:
-        connected.wait_for("hellos")
-        yield connected
-    finally:
-        connected.stop()
+    with connected(world.url, world.agent_key) as echoing:
+        yield echoing
 
 
 def _calls(world: World, url: str) -> list[tuple[int, Any, dict[str, str]]]:
@@ -121,12 +117,10 @@ def test_p12_each_path_is_relayed_from_another_portal_process_on_postgresql(
     if database_kind != "postgresql":
         pytest.skip("several portal processes need PostgreSQL (SQLite: one process)")
     world = make_world(served.url, fresh_database_url)
-    holder = ConnectAgent(world.url, world.agent_key)
     other = Served(tmp_path, "--database", fresh_database_url)
     try:
-        holder.wait_for("hellos")
-        assert _calls(world, other.url) == _expected()
+        with connected(world.url, world.agent_key) as holder:
+            assert _calls(world, other.url) == _expected()
         assert len(holder.seen.requests) == len(CALLS)
     finally:
-        holder.stop()
         other.stop()
