@@ -9,7 +9,9 @@ direct row calls the agent's own HTTP endpoint (anonymously: the agent has no ac
 the portal row calls `POST <portal>/agents/bench/chat/completions` with the owner's API key,
 which the portal relays over the agent's WebSocket. The difference between the rows is what
 the portal and Connect add: the portal's verification of the key, the assertion it signs and
-the agent verifies, and the relay's frames both ways.
+the agent verifies, and the relay's frames both ways. The same pair is measured for the
+Responses API (`/v1/responses` served directly, `POST <portal>/agents/bench/responses`
+relayed), in the same run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from serve import load, start
+from serve import BODY, RESPONSES_BODY, load, start
 
 ROOT = Path(__file__).resolve().parents[1]
 CONNECTED = "connected to the portal"
@@ -68,13 +70,22 @@ def main() -> None:
             )
             processes.append(model)
             portal, portal_url = start(
-                [webagents, "portal", "serve", "--port", "0", "--embeddings", "none"],
+                [
+                    webagents,
+                    "portal",
+                    "serve",
+                    "--port",
+                    "0",
+                    "--embeddings",
+                    "none",
+                    "--access-log",
+                ],
                 env,
                 "webagents portal: serving at ",
                 logs / "portal.log",
             )
             processes.append(portal)
-            run([webagents, "portal", "adduser", "bench"], env, stdin="bench-password-123\n")
+            run([webagents, "portal", "adduser", "bench"], env, stdin="quiet-harbor-731\n")
             key = run([webagents, "portal", "apikey", "bench"], env).strip().splitlines()[-1]
             run([webagents, "login", "--portal", portal_url, "--token", key], env)
             agent = logs / "bench"
@@ -94,19 +105,29 @@ def main() -> None:
             wait_for(logs / "serve.log", CONNECTED)
             wait_for(logs / "portal.log", "GET /.well-known/jwks.json")  # the agent has the keys
             rows = []
+            owner = {"Authorization": f"Bearer {key}"}
             for concurrency in options.concurrency:
-                direct = asyncio.run(load(served_url, "bench", options.requests, concurrency))
-                relayed = asyncio.run(
-                    load(
-                        portal_url,
-                        "bench",
-                        options.requests,
-                        concurrency,
-                        path="/agents/bench/chat/completions",
-                        headers={"Authorization": f"Bearer {key}"},
+                for api, shape in (("chat/completions", BODY), ("responses", RESPONSES_BODY)):
+                    # The same API, served directly, then relayed: /v1/<api> beside the portal's
+                    # /agents/bench/<api>.
+                    direct, relayed = (
+                        asyncio.run(
+                            load(
+                                url,
+                                "bench",
+                                options.requests,
+                                concurrency,
+                                path=path,
+                                headers=headers,
+                                shape=shape,
+                            )
+                        )
+                        for url, path, headers in (
+                            (served_url, f"/v1/{api}", None),
+                            (portal_url, f"/agents/bench/{api}", owner),
+                        )
                     )
-                )
-                rows.append((concurrency, direct, relayed))
+                    rows.append((api, concurrency, direct, relayed))
         except Exception:
             for name in ("portal.log", "serve.log"):
                 if (logs / name).exists():
@@ -124,14 +145,15 @@ def main() -> None:
         f"{options.requests} requests per row\n"
     )
     print(
-        "| clients | agent served directly: req/s | p50 ms | p95 ms "
+        "| API | clients | agent served directly: req/s | p50 ms | p95 ms "
         "| through the portal and Connect: req/s | p50 ms | p95 ms | added p50 ms "
         "| throughput kept |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for concurrency, direct, relayed in rows:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for api, concurrency, direct, relayed in rows:
         print(
-            f"| {concurrency} | {direct['rps']:.0f} | {direct['p50']:.2f} | {direct['p95']:.2f} "
+            f"| {api} | {concurrency} "
+            f"| {direct['rps']:.0f} | {direct['p50']:.2f} | {direct['p95']:.2f} "
             f"| {relayed['rps']:.0f} | {relayed['p50']:.2f} | {relayed['p95']:.2f} "
             f"| {relayed['p50'] - direct['p50']:.2f} | {relayed['rps'] / direct['rps']:.0%} |"
         )

@@ -289,3 +289,41 @@ def test_issue24_a_responses_conversation_is_a_kept_session_listed_like_any_othe
     assert [i["content"][0]["text"] for i in items["data"]] == ["plan", "b"]
     listed = {summary.id: summary.title for summary in skill.store.recent("owner")}
     assert listed == {first["conversation"]["id"]: "plan", "by-chat": "plan"}
+
+
+def test_issue24_store_false_with_any_conversation_id_is_the_same_400(tmp_path: Path) -> None:
+    """docs/responses.md: what a `store: false` turn adds is not kept, so it names no kept
+    conversation, whichever field names it (`metadata.session_id` too, as `conversation`
+    and `previous_response_id` do), and nothing is run or kept for it."""
+    keeper = _served("keeper", ScriptedModel(["one"]), tmp_path)
+    named: dict[str, dict[str, Any]] = {
+        "conversation": {"conversation": "c1"},
+        "previous_response_id": {"previous_response_id": "resp_x"},
+        "metadata.session_id": {"metadata": {"session_id": "c1"}},
+    }
+    with _client(keeper) as client:
+        answers = {
+            field: client.post(
+                "/agents/keeper/responses",
+                json={"input": "x", "store": False, **extra},
+                headers=ALICE,
+            )
+            for field, extra in named.items()
+        }
+        unnamed = client.post(
+            "/agents/keeper/responses", json={"input": "x", "store": False}, headers=ALICE
+        ).json()
+    refusal = {
+        "error": {
+            "message": "store: false cannot continue a kept conversation (what it added would "
+            "not be kept); send store: true, or the whole conversation as input without an id",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request",
+        }
+    }
+    assert {f: (a.status_code, a.json()) for f, a in answers.items()} == dict.fromkeys(
+        named, (400, refusal)
+    )
+    assert (unnamed["store"], unnamed["conversation"]) == (False, None)
+    assert [p.name for p in tmp_path.rglob("c1*")] == []

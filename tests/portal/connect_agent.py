@@ -9,6 +9,8 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +94,8 @@ class ConnectAgent:
 
     async def _answer(self, socket: Any, request: dict[str, Any]) -> str:
         request_id = request["id"]
+        if request.get("path", "chat/completions") != "chat/completions":
+            return await _echo_call(socket, request)
         stream = request["body"].get("stream") is True
         kind = "text/event-stream" if stream else "application/json"
         await socket.send(
@@ -124,6 +128,30 @@ class ConnectAgent:
                 await socket.send(json.dumps({"type": "data", "id": request_id, "chunk": chunk}))
         await socket.send(json.dumps({"type": "end", "id": request_id}))
         return "answered"
+
+
+@contextmanager
+def connected(portal_url: str, key: str) -> Iterator[ConnectAgent]:
+    """An echoing agent, once the portal said hello to it; stopped at the end."""
+    agent = ConnectAgent(portal_url, key)
+    try:
+        agent.wait_for("hellos")
+        yield agent
+    finally:
+        agent.stop()
+
+
+async def _echo_call(socket: Any, request: dict[str, Any]) -> str:
+    """A call of another path: answered with what the frame asked (method, path, query,
+    body), as JSON."""
+    asked = {key: request.get(key) for key in ("method", "path", "query", "body")}
+    for frame in (
+        {"type": "start", "id": request["id"], "status": 200, "headers": {}},
+        {"type": "data", "id": request["id"], "chunk": json.dumps(asked)},
+        {"type": "end", "id": request["id"]},
+    ):
+        await socket.send(json.dumps(frame))
+    return "answered"
 
 
 def _sse(content: str) -> str:

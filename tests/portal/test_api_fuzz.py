@@ -1,8 +1,9 @@
-"""Every API endpoint of the portal (its OpenAPI paths under /api/, and the public chat
-completions endpoint), sent a few hundred bad inputs, on SQLite and PostgreSQL: wrong types,
-huge and deep values, NUL, lone surrogates, NaN, Infinity and numbers past a double, bad
-UTF-8, wrong content types, bad path parameters. Each answer is no 500 and, when a refusal,
-a JSON error body; and nothing is stored (every table's rows counted before and after).
+"""Every API endpoint of the portal (its OpenAPI paths under /api/, and the public
+endpoint's paths under /agents/<name>/), sent a few hundred bad inputs, on SQLite and
+PostgreSQL: wrong types, huge and deep values, NUL, lone surrogates, NaN, Infinity and
+numbers past a double, bad UTF-8, wrong content types, bad path parameters. Each answer is
+no 500 and, when a refusal, a JSON error body; and nothing is stored (every table's rows
+counted before and after).
 
 The inputs are a fixed list built from a few seeds (bodies x fields x values), so a failure
 names its request and reruns the same; the sweep stays within a quick budget."""
@@ -25,6 +26,7 @@ from webagents.portal.accounts import service as accounts
 from webagents.portal.agents import service as agents
 from webagents.portal.agents.schemas import AgentIn
 from webagents.portal.app import create_app
+from webagents.portal.connect.api import is_relayed_path
 from webagents.portal.db.engine import make_engine
 from webagents.portal.db.migrate import upgrade
 from webagents.portal.db.tables import Base
@@ -156,7 +158,7 @@ def _endpoints(client: TestClient) -> list[tuple[str, str]]:
     return sorted(
         (method.upper(), path)
         for path, operations in paths.items()
-        if path.startswith("/api/") or path.endswith("/chat/completions")
+        if path.startswith("/api/") or is_relayed_path(path)
         for method in operations
     )
 
@@ -175,7 +177,13 @@ def _bodies(turn: int) -> Iterator[bytes]:
 
 def _filled(path: str, portal: Portal, bad: str | None) -> str:
     """The path with its parameters: the user's own agent (or `bad` in each)."""
-    own = {"{agent_id}": portal.agent_id, "{name}": "helper", "{chat_id}": str(uuid.uuid4())}
+    own = {
+        "{agent_id}": portal.agent_id,
+        "{name}": "helper",
+        "{chat_id}": str(uuid.uuid4()),
+        "{response}": "resp_1",
+        "{conversation}": "conv_1",
+    }
     for name, value in own.items():
         path = path.replace(name, bad if bad is not None else value)
     return path

@@ -66,7 +66,10 @@ async def test_p12_frames_reach_only_the_request_they_answer() -> None:
     assert got == [{"type": "end", "id": "mine"}]
     assert connection.pending == {}
     sent = [connection.outbox.get_nowait() for _ in range(connection.outbox.qsize())]
-    assert sent == ['{"type":"request","id":"mine","assertion":"assertion","body":{}}']
+    assert sent == [
+        '{"type":"request","id":"mine","assertion":"assertion","method":"POST",'
+        '"path":"chat/completions","body":{}}'
+    ]
 
 
 async def test_p12_cancel_is_sent_once_and_not_after_the_end() -> None:

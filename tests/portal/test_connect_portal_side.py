@@ -19,7 +19,7 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
-from .connect_agent import WAIT, ConnectAgent, answer_text
+from .connect_agent import WAIT, ConnectAgent, answer_text, connected
 from .connect_world import HI, World, make_world
 from .processes import Served
 
@@ -33,12 +33,8 @@ def world(served: Served, fresh_database_url: str) -> World:
 
 @pytest.fixture
 def agent(world: World) -> Iterator[ConnectAgent]:
-    connected = ConnectAgent(world.url, world.agent_key)
-    try:
-        connected.wait_for("hellos")
-        yield connected
-    finally:
-        connected.stop()
+    with connected(world.url, world.agent_key) as echoing:
+        yield echoing
 
 
 _CLIENTS: list[openai.OpenAI] = []

@@ -38,6 +38,7 @@ from .cli_login import api as cli_login_api
 from .cli_login import pages as cli_login_pages
 from .connect import api as connect_api
 from .connect import pages as connect_pages
+from .connect.api import is_relayed_path
 from .connect.relay import Relay
 from .db import gate, outage
 from .db.engine import make_engine, make_reading_sessions, make_sessions
@@ -246,7 +247,7 @@ def _is_api(request: Request) -> bool:
 
 
 def _is_api_path(path: str) -> bool:
-    if path.startswith("/agents/") and path.endswith("/chat/completions"):
+    if is_relayed_path(path):
         return True  # Portal Connect's public endpoint: OpenAI-shaped, as the API
     return path.startswith(("/api/", "/.well-known/")) or path == "/health"
 

@@ -1,12 +1,15 @@
 """One request the portal relays over Portal Connect, answered by the server's own app.
 
 The relayed request is dispatched into the ASGI app in this process, exactly as an HTTP
-request to `/agents/<name>/chat/completions` is, so it meets the same verifier, sessions and
-memory. Its identity travels in the ASGI scope's `extensions` (a `Relayed` value), which only
-code in this process can put there: no header or body a network caller sends can claim it.
-The app verifies the portal's assertion it carries (typ `connect`, this agent's audience, a
-new jti) and never reads a credential header for it. The reply goes back to the portal as
-start/data/end frames, as it is written.
+request to `/agents/<name>/<path>` is: one routing table serves both ways (Chat Completions,
+Responses, Conversations, and any route added under `/agents/<name>/`), and the request meets
+the same verifier, sessions and memory. The frame names its `method` and its `path` below the
+agent (with a `query`); a frame of a portal that names neither (before they were carried) is
+`POST chat/completions`. Its identity travels in the ASGI scope's `extensions` (a `Relayed`
+value), which only code in this process can put there: no header or body a network caller
+sends can claim it. The app verifies the portal's assertion it carries (typ `connect`, this
+agent's audience, a new jti) and never reads a credential header for it. The reply goes back
+to the portal as start/data/end frames, as it is written.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import asyncio
 import codecs
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from starlette.types import ASGIApp, Message, Scope
@@ -34,9 +39,46 @@ UNENCODABLE = (
     "objects): send a flatter body"
 )
 _FORWARDED_HEADERS = ("content-type", "retry-after", "x-should-retry")
+# A method is an HTTP token; the app answers 405 for one its route does not take.
+_METHOD = re.compile(r"[A-Z]{1,16}")
+# A segment of the path below the agent: printable, no separator, not `.` or `..` (which
+# would name something outside the agent's routes).
+_SEGMENT = re.compile(r"[^\x00-\x20\x7f/?#]{1,512}")
+BAD_TARGET = (
+    "the portal relayed a request whose method or path the agent cannot read: send the "
+    "request to a path below /agents/<name>/"
+)
 
 Frame = dict[str, Any]
 SendFrame = Callable[[Frame], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a relayed request asks for: `method` at `/agents/<agent>/<path>?<query>`."""
+
+    method: str
+    path: str
+    query: str
+
+
+def target_of(frame: Frame) -> Target | None:
+    """The frame's method and path (POST chat/completions where it names neither, as a portal
+    before they were carried sends); None for one that is not a method and a path below the
+    agent."""
+    method = frame.get("method", "POST")
+    path = frame.get("path", "chat/completions")
+    query = frame.get("query", "")
+    if not isinstance(method, str) or not _METHOD.fullmatch(method):
+        return None
+    if not isinstance(path, str) or not isinstance(query, str) or len(query) > 4096:
+        return None
+    segments = path.split("/")
+    if any(s in (".", "..") or not _SEGMENT.fullmatch(s) for s in segments):
+        return None
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in query):
+        return None
+    return Target(method, path, query)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +113,11 @@ class RelayedRequest:
         self.id = str(frame.get("id"))
         assertion = frame.get("assertion")
         self._relayed = Relayed(assertion if isinstance(assertion, str) else None, self.id)
+        self._target = target_of(frame)
+        body = frame.get("body")
         try:
-            self._body = orjson.dumps(frame.get("body"))
+            # No body (a GET, a DELETE) is an empty one; an old frame always has one.
+            self._body = b"" if body is None and "method" in frame else orjson.dumps(body)
         except orjson.JSONEncodeError:
             # Deeper than orjson writes (255 levels): no agent would read it either. This one
             # request is refused; the connection it came on goes on (run answers the error).
@@ -93,6 +138,17 @@ class RelayedRequest:
         self._cancelled.set()
 
     async def run(self) -> None:
+        if self._target is None:
+            await self._frame(
+                {
+                    "type": "error",
+                    "id": self.id,
+                    "status": 400,
+                    "message": BAD_TARGET,
+                    "code": "bad_target",
+                }
+            )
+            return
         if self._unencodable:
             await self._frame(
                 {
@@ -104,7 +160,7 @@ class RelayedRequest:
                 }
             )
             return
-        work = asyncio.ensure_future(self._dispatch())
+        work = asyncio.ensure_future(self._dispatch(self._target))
         stop = asyncio.ensure_future(self._cancelled.wait())
         try:
             await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -121,21 +177,22 @@ class RelayedRequest:
                 work.cancel()
             await asyncio.gather(work, stop, return_exceptions=True)
 
-    async def _dispatch(self) -> None:
+    async def _dispatch(self, target: Target) -> None:
+        path = f"/agents/{self._agent}/{target.path}"
+        headers = [(b"content-length", str(len(self._body)).encode())]
+        if self._body:
+            headers.insert(0, (b"content-type", b"application/json"))
         scope: Scope = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": "1.1",
-            "method": "POST",
+            "method": target.method,
             "scheme": "http",
-            "path": f"/agents/{self._agent}/chat/completions",
-            "raw_path": f"/agents/{self._agent}/chat/completions".encode(),
-            "query_string": b"",
+            "path": path,
+            "raw_path": quote(path).encode(),
+            "query_string": target.query.encode(),
             "root_path": "",
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(self._body)).encode()),
-            ],
+            "headers": headers,
             "client": None,
             "server": None,
             "extensions": {RELAY_EXTENSION: self._relayed},

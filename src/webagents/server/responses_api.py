@@ -132,13 +132,6 @@ async def _answer(
     new = input_messages(body)
     keeps = body.store and _keeps(served, caller)
     continuing = body.previous_response_id is not None or body.conversation is not None
-    if continuing and not body.store:
-        raise ApiError(
-            400,
-            "store: false cannot continue a kept conversation (what it added would not be "
-            "kept); send store: true, or the whole conversation as input without an id",
-            "invalid_request",
-        )
     session_id: str | None = None
     if keeps:
         session_id = body.conversation_id

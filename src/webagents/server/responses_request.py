@@ -97,6 +97,15 @@ def validate_responses_request(data: dict[str, Any]) -> ResponsesRequest:
             "metadata.session_id), not both: a response already names its conversation",
             "invalid_request",
         )
+    if not request.store and (request.previous_response_id or named_id or session_id):
+        # Whichever field names it (metadata.session_id too): what the turn added would not
+        # be kept, so it cannot go on a kept conversation (docs/responses.md).
+        raise ApiError(
+            400,
+            "store: false cannot continue a kept conversation (what it added would not be "
+            "kept); send store: true, or the whole conversation as input without an id",
+            "invalid_request",
+        )
     if named_id is not None and session_id is not None and named_id != session_id:
         raise ApiError(
             400,

@@ -1,5 +1,6 @@
-"""Portal Connect over HTTP: the agents' WebSocket `/ws`, and the public endpoint
-`POST /agents/<name>/chat/completions` that relays portal users to an agent.
+"""Portal Connect over HTTP: the agents' WebSocket `/ws`, and the public endpoint that
+relays portal users to an agent: `POST /agents/<name>/chat/completions`, and the Responses
+API's and Conversations' paths under `/agents/<name>/` (RELAYED).
 
 The WebSocket is authenticated with the agent's key before the upgrade (a 401, or close
 code 4401 where the server cannot answer before it); it opens no database session for its
@@ -13,7 +14,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, WebSocket
@@ -32,6 +33,7 @@ from ..settings import PortalSettings
 from ..tokens.service import issuer_of
 from . import protocol, service
 from .live import LiveConnection, RelayError, Reply
+from .protocol import Call
 from .relay import Relay
 
 log = logging.getLogger("webagents.portal.connect")
@@ -43,6 +45,40 @@ router = APIRouter()
 # when the server wrote it (or, in a laxer server, would start a header of the agent's choice).
 _PASSED_NAME = re.compile(r"x-webagents-[a-z0-9-]{1,64}")
 _PASSED_VALUE = re.compile(r"[\x20-\x7e]{0,1024}")
+
+
+RELAYED: tuple[tuple[str, str], ...] = (
+    ("POST", "chat/completions"),
+    ("POST", "responses"),
+    ("GET", "responses/{response}"),
+    ("DELETE", "responses/{response}"),
+    ("GET", "responses/{response}/input_items"),
+    ("POST", "conversations"),
+    ("GET", "conversations/{conversation}"),
+    ("DELETE", "conversations/{conversation}"),
+    ("GET", "conversations/{conversation}/items"),
+)
+"""The public endpoint's calls: a method and a path below `/agents/<name>/`, relayed as they
+are to the agent, which routes them as its own server does."""
+
+# Any text where a name or an id goes, slashes too: a path that names none of them well (an
+# encoded slash, `..`) is still this endpoint's, answered in its shape, not a page's.
+_PATTERNS = (re.sub(r"\\{\w+\\}", ".+", re.escape(path)) for _, path in RELAYED)
+_RELAYED_PATH = re.compile(r"/agents/.+/(?:" + "|".join(_PATTERNS) + ")")
+
+# What a POST's body must be, said to a caller who sent something else.
+_BODY_HINTS = {
+    "chat/completions": "a chat completions request: a JSON object with messages "
+    '(like {"messages": [{"role": "user", "content": "Hi"}]})',
+    "responses": 'a Responses request: a JSON object with input (like {"input": "Hi"})',
+    "conversations": "a new conversation: a JSON object "
+    '(like {} or {"items": [{"type": "message", "role": "user", "content": "Hi"}]})',
+}
+
+
+def is_relayed_path(path: str) -> bool:
+    """Whether `path` is one of the public endpoint's (OpenAI-shaped answers, as the API's)."""
+    return _RELAYED_PATH.fullmatch(path) is not None
 
 
 def public_url(issuer: str, agent_name: str) -> str:
@@ -157,17 +193,30 @@ async def _write(websocket: WebSocket, connection: LiveConnection) -> None:
         return
 
 
-@router.post("/agents/{name}/chat/completions")
-async def chat_completions(request: Request, name: str) -> Response:
-    """OpenAI's chat completions, answered by the agent over its connection.
+def _relaying(method: str, path: str) -> Callable[..., Awaitable[Response]]:
+    async def endpoint(request: Request, name: str) -> Response:
+        call = Call(method, path.format(**request.path_params), request.url.query)
+        return await _relayed(request, name, call)
+
+    words = re.sub(r"\W+", "_", path)
+    endpoint.__name__ = f"relay_{method.lower()}_{words}"  # the schema's operation ids
+    return endpoint
+
+
+for _method, _path in RELAYED:
+    router.add_api_route(f"/agents/{{name}}/{_path}", _relaying(_method, _path), methods=[_method])
+
+
+async def _relayed(request: Request, name: str, call: Call) -> Response:
+    """One call of the public endpoint, answered by the agent over its connection.
 
     No request session: the caller, the agent and the assertion come from one short one,
     closed before the agent is awaited (on SQLite a session holds the write lock, and a
     relay held it for as long as the agent took)."""
-    raw = await request.body()
-    relayed, body = await run_in_threadpool(_cleared, request, name, raw)
+    raw = await request.body() if call.method == "POST" else None
+    relayed, body = await run_in_threadpool(_cleared, request, name, raw, call.path)
     relay: Relay = request.app.state.relay
-    reply = await relay.send(relayed.agent_id, relayed.agent_name, relayed.assertion, body)
+    reply = await relay.send(relayed.agent_id, relayed.agent_name, relayed.assertion, body, call)
     try:
         status, headers = await reply.start(relay.first_frame_timeout)
     except RelayError as exc:
@@ -180,7 +229,7 @@ async def chat_completions(request: Request, name: str) -> Response:
         if _PASSED_NAME.fullmatch(name) and _PASSED_VALUE.fullmatch(value)
     }
     passed["X-Content-Type-Options"] = "nosniff"
-    if body.get("stream") is True:
+    if body is not None and body.get("stream") is True:
         passed["content-type"] = "text/event-stream"
         return StreamingResponse(
             _streamed(reply, relay.idle_timeout), status_code=status, headers=passed
@@ -194,15 +243,17 @@ async def chat_completions(request: Request, name: str) -> Response:
     return Response(whole, status_code=status, headers=passed, media_type="application/json")
 
 
-def _cleared(request: Request, name: str, raw: bytes) -> tuple[service.Relayed, dict[str, Any]]:
-    """Who calls (401 first, as for every API call), the body, then the agent and the
-    assertion, in one short session."""
+def _cleared(
+    request: Request, name: str, raw: bytes | None, path: str
+) -> tuple[service.Relayed, dict[str, Any] | None]:
+    """Who calls (401 first, as for every API call), the body (a POST's), then the agent and
+    the assertion, in one short session."""
     settings: PortalSettings = request.app.state.settings
     sessions: sessionmaker[Session] = request.app.state.sessions
     issuer = issuer_of(settings)
     with sessions.begin() as db:
         scope = bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
-        body = _json_object(raw)
+        body = None if raw is None else _json_object(raw, _BODY_HINTS[path])
         return service.for_caller(db, scope, name, issuer), body
 
 
@@ -212,7 +263,7 @@ def relay_error(exc: RelayError) -> JSONResponse:
     )
 
 
-def _json_object(raw: bytes) -> dict[str, Any]:
+def _json_object(raw: bytes, hint: str) -> dict[str, Any]:
     # BodyLimit checks every body but a form's (routes read those as forms), and this route
     # reads JSON whatever the type says: checked here whatever the type (a second linear pass
     # for the others), or a form nested 5,000 deep was a RecursionError, a 500.
@@ -224,10 +275,7 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        raise BadInput(
-            "send a chat completions request: a JSON object with messages "
-            '(like {"messages": [{"role": "user", "content": "Hi"}]})'
-        )
+        raise BadInput(f"send {hint}")
     return body
 
 

@@ -193,7 +193,14 @@ class LiveConnection:
         with contextlib.suppress(asyncio.QueueFull):
             self.outbox.put_nowait(text)
 
-    def open(self, request_id: str, assertion: str, body: dict[str, Any], sink: Sink) -> None:
+    def open(
+        self,
+        request_id: str,
+        assertion: str,
+        body: dict[str, Any] | None,
+        sink: Sink,
+        call: protocol.Call = protocol.CHAT_COMPLETIONS,
+    ) -> None:
         if self.outbox.full():
             raise RelayError(
                 f"the agent {self.agent_name!r} has {MAX_OUTBOX_FRAMES} requests waiting to be "
@@ -202,7 +209,7 @@ class LiveConnection:
                 code="agent_busy",
             )
         self.pending[request_id] = sink
-        self.post(protocol.request(request_id, assertion, body))
+        self.post(protocol.request(request_id, assertion, body, call))
 
     def cancel(self, request_id: str) -> None:
         if self.pending.pop(request_id, None) is not None and not self.closed:

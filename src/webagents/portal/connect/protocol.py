@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from ...portal_wire.connect import ErrorFrame, Hello
@@ -29,8 +30,36 @@ def hello(agent_id: uuid.UUID, agent_name: str, public_url: str, connection_id: 
     return _dump(frame.model_dump())
 
 
-def request(request_id: str, assertion: str, body: dict[str, Any]) -> str:
-    return _dump({"type": "request", "id": request_id, "assertion": assertion, "body": body})
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What a relayed request asks of the agent: `method` at `path` below `/agents/<name>/`,
+    with the caller's `query` (as it came, percent-encoded)."""
+
+    method: str = "POST"
+    path: str = "chat/completions"
+    query: str = ""
+
+
+CHAT_COMPLETIONS = Call()
+
+
+def request(
+    request_id: str, assertion: str, body: dict[str, Any] | None, call: Call = CHAT_COMPLETIONS
+) -> str:
+    """A request frame. An agent of a version before `method` and `path` reads every frame as
+    POST chat/completions; a GET or DELETE carries no body."""
+    frame: dict[str, Any] = {
+        "type": "request",
+        "id": request_id,
+        "assertion": assertion,
+        "method": call.method,
+        "path": call.path,
+    }
+    if call.query:
+        frame["query"] = call.query
+    if body is not None:
+        frame["body"] = body
+    return _dump(frame)
 
 
 def cancel(request_id: str) -> str:

@@ -96,7 +96,12 @@ class Relay:
     # The callers' side ------------------------------------------------------------------
 
     async def send(
-        self, agent_id: uuid.UUID, agent_name: str, assertion: str, body: dict[str, Any]
+        self,
+        agent_id: uuid.UUID,
+        agent_name: str,
+        assertion: str,
+        body: dict[str, Any] | None,
+        call: protocol.Call = protocol.CHAT_COMPLETIONS,
     ) -> Reply:
         """Relay a request; its Reply (an AgentOffline when no connection is anywhere)."""
         request_id = uuid.uuid4().hex
@@ -104,13 +109,13 @@ class Relay:
         if connection is not None:
             held = connection
             reply = Reply(request_id, lambda: held.cancel(request_id))
-            held.open(request_id, assertion, body, reply.put)
+            held.open(request_id, assertion, body, reply.put, call)
             return reply
         if self.spans_processes:
             holders = await asyncio.to_thread(self.directory.holders, agent_id)
             if holders:
                 return await self._send_elsewhere(
-                    random.choice(holders), request_id, agent_id, assertion, body
+                    random.choice(holders), request_id, agent_id, assertion, body, call
                 )
         raise offline(agent_name)
 
@@ -120,7 +125,8 @@ class Relay:
         request_id: str,
         agent_id: uuid.UUID,
         assertion: str,
-        body: dict[str, Any],
+        body: dict[str, Any] | None,
+        call: protocol.Call,
     ) -> Reply:
         bus = await self._ensure_bus()
 
@@ -146,6 +152,7 @@ class Relay:
                 "connection_id": str(holder.connection_id),
                 "assertion": assertion,
                 "body": body,
+                "call": [call.method, call.path, call.query],
             },
         )
         return reply
@@ -207,7 +214,13 @@ class Relay:
         body = message.get("body")
         assertion = str(message.get("assertion", ""))
         try:
-            held.open(request_id, assertion, body if isinstance(body, dict) else {}, back)
+            held.open(
+                request_id,
+                assertion,
+                body if isinstance(body, dict) else None,
+                back,
+                _call_of(message.get("call")),
+            )
         except PortalError as exc:  # the agent is busy: the caller's process answers it
             back(protocol.error(request_id, exc.status, exc.message, exc.code))
 
@@ -239,3 +252,11 @@ class Relay:
     def _live_keys(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
         with self._sessions() as db:
             return agent_keys.PresentedKeys(db).live_among(key_ids)
+
+
+def _call_of(sent: Any) -> protocol.Call:
+    """The call a request from another process names (POST chat/completions from a process
+    of a version before calls travelled)."""
+    if isinstance(sent, list) and len(sent) == 3 and all(isinstance(p, str) for p in sent):
+        return protocol.Call(*sent)
+    return protocol.CHAT_COMPLETIONS

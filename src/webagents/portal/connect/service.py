@@ -30,7 +30,7 @@ class Relayed:
 
 
 def for_caller(db: Session, scope: AccountScope, name: str, issuer: str) -> Relayed:
-    """A caller of the public endpoint `POST /agents/<name>/chat/completions`."""
+    """A caller of the public endpoint (`/agents/<name>/chat/completions` and the rest)."""
     agent = PublicAgents(db).named(name)
     if agent is None:
         raise NotFound(f"there is no agent {name!r} on this portal: check the name in the URL")
