@@ -300,6 +300,7 @@ class _GuardedH11(H11Protocol):
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
     _linger_timer: asyncio.TimerHandle | None = None
+    _upgraded = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -315,8 +316,8 @@ class _GuardedH11(H11Protocol):
         # Here, not in data_received: after a response uvicorn reads pipelined requests too.
         super().handle_events()
         state = self.conn.their_state
-        if state is h11.IDLE:
-            return
+        if state is h11.IDLE or self._upgraded:
+            return  # an upgraded connection is the WebSocket protocol's: no timer of ours
         if self._head_timer is not None:
             self._head_in()
         if state is h11.SEND_BODY:
@@ -347,6 +348,7 @@ class _GuardedH11(H11Protocol):
 
     def handle_websocket_upgrade(self, event: h11.Request) -> None:
         # The connection goes to another protocol; this one never hears of it again.
+        self._upgraded = True
         self._cancel_timers()
         self._guard.lost(self)
         super().handle_websocket_upgrade(event)
