@@ -25,7 +25,7 @@ from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import Process, running
 from webagents.model import ModelRequest
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.sessions.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer
 
 from .conftest import PASSWORD

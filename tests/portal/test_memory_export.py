@@ -13,10 +13,10 @@ from pathlib import Path
 
 import orjson
 
+from webagents.notes.index import MemoryIndex
+from webagents.notes.layout import caller_folder_name
+from webagents.notes.store import NoteStore
 from webagents.portal.memory.export import jsonl_lines, notes_zip, zip_path
-from webagents.skills.memory.index import MemoryIndex
-from webagents.skills.memory.layout import caller_folder_name
-from webagents.skills.memory.notes import NoteStore
 
 AT = datetime(2026, 11, 29, 21, 0, 0, 123456, tzinfo=UTC)
 

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, object_session
 
+from webagents.notes.store import NoteStore
 from webagents.portal.app import create_app
 from webagents.portal.db.engine import read_request_session, request_session
 from webagents.portal.memory import retention, service
@@ -26,7 +27,6 @@ from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.memory.retention import Rule
 from webagents.portal.settings import PortalSettings
-from webagents.skills.memory.notes import NoteStore
 
 from .conftest import form_token, make_account, sign_in
 from .memory_helpers import Published, SynonymEmbedder, publish
