@@ -333,3 +333,34 @@ def test_layers_two_packages_importing_each_other_are_a_circle(tmp_path: Path) -
         "  pkg.skill -> pkg.link"
     )
     check_no_circle(package, packages=True, leave_out="pkg")
+
+
+def _test_modules_imported(file: Path) -> set[str]:
+    """The `test_*` modules a file imports (their last name part), relative imports too."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), str(file))):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            candidates = [source, *(f"{source}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(
+            name.rpartition(".")[2]
+            for name in candidates
+            if name.rpartition(".")[2].startswith("test_")
+        )
+    return found
+
+
+def test_layers_no_test_module_imports_another_test_module() -> None:
+    """Shared helpers live in conftest.py or a helper module (not named `test_*`): a test
+    file can change without breaking another, and running one loads no other's tests."""
+    tests = Path(__file__).resolve().parent
+    importing = {
+        str(file.relative_to(tests)): sorted(found)
+        for file in sorted(tests.rglob("*.py"))
+        if (found := _test_modules_imported(file))
+    }
+    assert importing == {}

@@ -254,7 +254,7 @@ async def test_m9_the_index_follows_another_process_and_hand_edits(tmp_path: Pat
 
 
 async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) -> None:
-    from .test_chat import drive
+    from .chat_helpers import drive
 
     agent, skill = memory_agent(tmp_path / "keeper")
     await use(skill, OWNER, "memory_write", key="tone", content="Dry.", description="Tone")

@@ -28,20 +28,11 @@ from webagents.model import ModelRequest
 from webagents.sessions.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer
 
-from .conftest import PASSWORD
-from .processes import Served, portal
-from .test_publish_cli import _signed_in, webagents
+from .connect_served_helpers import _key, _ready
+from .processes import Served
+from .publish_helpers import _signed_in, webagents
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
-
-CONNECTED = "callers reach it at"
-
-
-def _key(tmp_path: Path, database: str, username: str) -> str:
-    """A new portal user's API key (rok_...)."""
-    made = portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD)
-    assert made.returncode == 0, made.stderr
-    return portal(tmp_path, "apikey", username, "--database", database).stdout.splitlines()[-1]
 
 
 def _published(tmp_path: Path, served: Served, database: str, front: str) -> tuple[Path, str]:
@@ -62,14 +53,6 @@ def _allow_others(served: Served, alice: str, folder: Path) -> None:
         timeout=30,
     )
     assert answer.status_code == 200, answer.text
-
-
-def _ready(agent: Process, served: Served) -> None:
-    """The agent connected, and holding the portal's keys (it fetches them on connecting: on
-    SQLite the portal answers no other request while it relays one, so a first call racing
-    that fetch would find the agent unable to verify it; reported to the portal's side)."""
-    agent.wait_until(lambda: CONNECTED in agent.output)
-    agent.wait_until(lambda: '"GET /.well-known/jwks.json HTTP/1.1" 200' in served.output)
 
 
 def _client(served: Served, key: str) -> openai.OpenAI:
