@@ -36,12 +36,12 @@ from _timing import median_ms
 
 from webagents import Agent, Caller
 from webagents.context import AgentInfo, Context
+from webagents.notes.index import MemoryIndex, fts_query, namespace_id
+from webagents.notes.layout import namespace_folder
+from webagents.notes.note_file import Note
+from webagents.notes.store import NoteStore
 from webagents.rights import rights_of
 from webagents.skills.memory import MemorySkill
-from webagents.skills.memory.index import MemoryIndex, fts_query, namespace_id
-from webagents.skills.memory.layout import namespace_folder
-from webagents.skills.memory.note_file import Note
-from webagents.skills.memory.notes import NoteStore
 from webagents.testing import ScriptedModel
 
 CALLERS = 100

@@ -15,8 +15,8 @@ from webagents.agent_spec import AccessSpec
 from webagents.home import sessions_dir
 from webagents.model import ModelRequest
 from webagents.server import AgentHost, ServedAgent, create_app
+from webagents.sessions.store import agent_folder_name
 from webagents.skills.session import SessionSkill
-from webagents.skills.session.store import agent_folder_name
 from webagents.testing import FunctionModel
 
 ALICE = Caller.verified("alice@example.com")

@@ -24,7 +24,7 @@ from webagents._files import (
 from webagents.caller import RESERVED_PREFIXES, CallerKind, issuer_is_nameable, jwt_identity
 from webagents.errors import ConfigError
 from webagents.home import chat_history_file, sessions_dir, webagents_home
-from webagents.skills.memory.layout import namespace_folder
+from webagents.notes.layout import namespace_folder
 
 
 def test_a2_namespaces_of_each_kind_of_caller() -> None:

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
-from rich.console import Console
-
 from webagents import Agent, Caller, Context, Skill, Usage, tool
-from webagents.cli.chat import ChatApp, PromptReader
 from webagents.errors import ModelError
 from webagents.model import ModelRequest
 from webagents.skills.base import ChatIO, SlashCommand
 from webagents.skills.session import SessionSkill
 from webagents.testing import FunctionModel, ScriptedModel, call, reply
+
+from .chat_helpers import drive
 
 
 @tool
@@ -43,19 +39,6 @@ class Notes(Skill):  # type: ignore[type-arg]
                 io.say("kept it")
 
         return [SlashCommand("forget", "forget a note", forget)]
-
-
-async def drive(
-    agent: Agent, typed: str, notice: str | None = None, resume: str | None = None
-) -> str:
-    """Type `typed` into the chat and return everything it printed."""
-    out = io.StringIO()
-    console = Console(file=out, width=120, color_system=None, force_terminal=False)
-    with create_pipe_input() as pipe:
-        pipe.send_text(typed)
-        reader = PromptReader(None, input=pipe, output=DummyOutput())
-        await ChatApp(agent, console=console, reader=reader, notice=notice).run(resume=resume)
-    return out.getvalue()
 
 
 async def test_chat_message_streamed_reply_new_and_exit() -> None:

@@ -371,7 +371,7 @@ async def test_c2_instruction_shaped_summaries_are_data_and_change_no_rights(
 
 
 async def test_c2_chat_compact_now_and_shows_it(tmp_path: Path) -> None:
-    from .test_chat import drive
+    from .chat_helpers import drive
 
     model = FunctionModel(lambda r: summary_of(r) if is_summary_request(r) else "ok")
     agent = Agent(
@@ -396,7 +396,7 @@ async def test_c2_chat_compact_now_and_shows_it(tmp_path: Path) -> None:
 
 
 async def test_c2_the_chat_shows_when_compaction_happened(tmp_path: Path) -> None:
-    from .test_chat import drive
+    from .chat_helpers import drive
 
     model = FunctionModel(lambda r: summary_of(r) if is_summary_request(r) else "ok")
     agent = Agent("a", model=model, compaction=Compaction(60, keep_messages=2))
@@ -490,7 +490,7 @@ async def test_c2_a_long_part_is_summarised_a_piece_at_a_time() -> None:
 
 
 async def test_c2_chat_compact_that_fails_says_so_and_the_chat_goes_on() -> None:
-    from .test_chat import drive
+    from .chat_helpers import drive
 
     model = FunctionModel(lambda r: "" if is_summary_request(r) else "ok")
     agent = Agent("a", model=model, compaction=Compaction(10**6, keep_messages=0))

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.connect_agent_side_helpers import FRIDAY, served_agent
 from tests.connect_portal import FakePortal
-from tests.test_connect_agent_side import FRIDAY, served_agent
 from webagents.portal_link import connect as connect_module
 from webagents.portal_link.connect import AgentConnection, Target
 from webagents.server import AgentHost

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tests.connect_agent_side_helpers import FRIDAY, _connected, served_agent
 from tests.connect_portal import FakePortal, Reply
-from tests.test_connect_agent_side import FRIDAY, _connected, served_agent
 
 
 async def _call(portal: FakePortal, username: str, method: str, path: str, **rest: Any) -> Reply:

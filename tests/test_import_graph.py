@@ -4,8 +4,14 @@ The graph is read from the source (ast), not from what Python happens to import:
 `import` and `from ... import`, those under `if TYPE_CHECKING:` and inside functions too,
 relative imports resolved, and a package's `__init__` a module of its own. A name imported
 from a package counts as an import of the submodule when a submodule has that name.
-Importing `a.b` runs `a/__init__` first, but that edge is left out: every package whose
-`__init__` names its own submodules would otherwise be a circle.
+
+Importing `a.b.c` runs `a/__init__` and `a/b/__init__` first, so a module that imports it
+depends on those too: the graph has those edges, save to the importer's own packages (they
+are loaded before it, and every package whose `__init__` names its own submodules would
+otherwise be a circle). The same graph collapsed to packages (a module counted as its
+package, `__init__` included) has no circle either: two packages that import each other are
+an import-order hazard even when no two of their modules do. The modules directly in
+`webagents/` are the layers themselves and count one by one.
 """
 
 from __future__ import annotations
@@ -48,14 +54,45 @@ def _imported(
     return loaded & modules
 
 
+def _ancestors(module: str) -> set[str]:
+    """`a` and `a.b` for `a.b.c`: the packages importing it loads first."""
+    parts = module.split(".")
+    return {".".join(parts[:end]) for end in range(1, len(parts))}
+
+
 def import_graph(package: Path) -> dict[str, set[str]]:
-    """Module -> the modules of the same package it imports."""
+    """Module -> the modules of the same package it imports, with the packages above them
+    (but not its own: those are loaded before it)."""
     modules = _modules(package)
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (file, is_package) in modules.items():
+        own = _ancestors(name) | ({name} if is_package else set())
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), str(file))):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                graph[name].update(_imported(node, name, is_package, set(modules)) - {name})
+                loaded = _imported(node, name, is_package, set(modules))
+                above = set().union(*map(_ancestors, loaded)) & set(modules) - own
+                graph[name].update((loaded | above) - {name})
+    return graph
+
+
+def package_graph(package: Path) -> dict[str, set[str]]:
+    """The import graph collapsed to packages: unit -> the units its modules import.
+
+    A package without subpackages is one unit, its `__init__` included. The modules directly
+    in a package that has subpackages (`webagents/agent.py`, `webagents/skills/base.py`) are
+    the layers between those subpackages and count one by one; its `__init__` is a unit too.
+    """
+    modules = _modules(package)
+    packages = {name for name, (_, is_package) in modules.items() if is_package}
+    parents = {name.rpartition(".")[0] for name in packages}
+
+    def unit(module: str) -> str:
+        enclosing = module if modules[module][1] else module.rpartition(".")[0]
+        return module if enclosing in parents else enclosing
+
+    graph: dict[str, set[str]] = {unit(name): set() for name in modules}
+    for module, targets in import_graph(package).items():
+        graph[unit(module)].update({unit(target) for target in targets} - {unit(module)})
     return graph
 
 
@@ -101,19 +138,43 @@ def describe(graph: dict[str, set[str]], circle: list[str]) -> str:
     )
 
 
-def check_no_circle(package: Path) -> None:
-    graph = import_graph(package)
-    found = circles(graph)
+def check_no_circle(package: Path, *, packages: bool = False, leave_out: str = "") -> None:
+    """Fail naming every circle; `leave_out`: a package whose own circles are not looked at
+    (those with a member outside it still are)."""
+    graph = package_graph(package) if packages else import_graph(package)
+    found = [
+        circle
+        for circle in circles(graph)
+        if not (leave_out and all(_within(member, leave_out) for member in circle))
+    ]
     if found:
+        what = "packages" if packages else "modules"
         pytest.fail(
-            "the import graph has a circle; make the imports flow one way:\n"
-            + "\n".join(f"{len(c)} modules:\n{describe(graph, c)}" for c in found),
+            f"the import graph of {what} has a circle; make the imports flow one way:\n"
+            + "\n".join(f"{len(c)} {what}:\n{describe(graph, c)}" for c in found),
             pytrace=False,
         )
 
 
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def test_layers_src_webagents_has_no_import_circle() -> None:
     check_no_circle(SRC)
+
+
+def test_layers_src_webagents_has_no_import_circle_among_packages() -> None:
+    check_no_circle(SRC, packages=True, leave_out="webagents.portal")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the portal's feature packages (accounts, agents, tokens, connect, chats, memory) "
+    "import each other: not yet untangled; drop this test's marker once they are",
+)
+def test_layers_the_portals_feature_packages_have_no_import_circle() -> None:
+    check_no_circle(SRC, packages=True)
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -168,7 +229,7 @@ def test_layers_a_circle_through_a_type_only_import_is_named(tmp_path: Path) -> 
     graph = import_graph(package)
     assert graph == {
         "pkg": {"pkg.agent"},
-        "pkg.agent": {"pkg.skills.base"},
+        "pkg.agent": {"pkg.skills", "pkg.skills.base"},
         "pkg.leaf": {"pkg.agent"},
         "pkg.skills": set(),
         "pkg.skills.base": {"pkg.agent"},
@@ -177,7 +238,7 @@ def test_layers_a_circle_through_a_type_only_import_is_named(tmp_path: Path) -> 
     with pytest.raises(pytest.fail.Exception) as caught:
         check_no_circle(package)
     assert str(caught.value) == (
-        "the import graph has a circle; make the imports flow one way:\n"
+        "the import graph of modules has a circle; make the imports flow one way:\n"
         "2 modules:\n"
         "  pkg.agent -> pkg.skills.base\n"
         "  pkg.skills.base -> pkg.agent"
@@ -212,3 +273,94 @@ def test_layers_one_way_imports_are_no_circle(tmp_path: Path) -> None:
         "pkg.spec": set(),
     }
     check_no_circle(package)
+
+
+def test_layers_importing_a_module_depends_on_the_packages_above_it(tmp_path: Path) -> None:
+    """A skill package whose `__init__` loads the skill, and a sync the skill uses that
+    imports one module of the skill's package: no two modules import each other, but
+    importing `sync` alone runs `skill/__init__`, which imports `sync` half made."""
+    package = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/skill/__init__.py": "from .main import Skill\n",
+            "pkg/skill/main.py": "from ..link.sync import Sync\n",
+            "pkg/skill/notes.py": "import json\n",
+            "pkg/link/__init__.py": "",
+            "pkg/link/sync.py": "from ..skill.notes import json\n",
+        },
+    )
+    graph = import_graph(package)
+    assert graph == {
+        "pkg": set(),
+        "pkg.link": set(),
+        "pkg.link.sync": {"pkg.skill", "pkg.skill.notes"},
+        "pkg.skill": {"pkg.skill.main"},
+        "pkg.skill.main": {"pkg.link", "pkg.link.sync"},
+        "pkg.skill.notes": set(),
+    }
+    assert circles(graph) == [["pkg.link.sync", "pkg.skill", "pkg.skill.main"]]
+
+
+def test_layers_two_packages_importing_each_other_are_a_circle(tmp_path: Path) -> None:
+    """No module circle (nor one through a package's `__init__`), but the two packages each
+    use the other: collapsed to packages, a circle."""
+    package = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/base.py": "import json\n",
+            "pkg/skill/__init__.py": "",
+            "pkg/skill/main.py": "from ..link.chats import send\n",
+            "pkg/skill/protocol.py": "import json\n",
+            "pkg/link/__init__.py": "",
+            "pkg/link/chats.py": "from ..skill.protocol import json\nfrom .. import base\n",
+        },
+    )
+    check_no_circle(package)
+    assert package_graph(package) == {
+        "pkg": set(),
+        "pkg.base": set(),
+        "pkg.link": {"pkg.base", "pkg.skill"},
+        "pkg.skill": {"pkg.link"},
+    }
+    with pytest.raises(pytest.fail.Exception) as caught:
+        check_no_circle(package, packages=True)
+    assert str(caught.value) == (
+        "the import graph of packages has a circle; make the imports flow one way:\n"
+        "2 packages:\n"
+        "  pkg.link -> pkg.skill\n"
+        "  pkg.skill -> pkg.link"
+    )
+    check_no_circle(package, packages=True, leave_out="pkg")
+
+
+def _test_modules_imported(file: Path) -> set[str]:
+    """The `test_*` modules a file imports (their last name part), relative imports too."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"), str(file))):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            candidates = [source, *(f"{source}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(
+            name.rpartition(".")[2]
+            for name in candidates
+            if name.rpartition(".")[2].startswith("test_")
+        )
+    return found
+
+
+def test_layers_no_test_module_imports_another_test_module() -> None:
+    """Shared helpers live in conftest.py or a helper module (not named `test_*`): a test
+    file can change without breaking another, and running one loads no other's tests."""
+    tests = Path(__file__).resolve().parent
+    importing = {
+        str(file.relative_to(tests)): sorted(found)
+        for file in sorted(tests.rglob("*.py"))
+        if (found := _test_modules_imported(file))
+    }
+    assert importing == {}

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from webagents.notes.note_file import parse_note
 from webagents.rights import rights_of
-from webagents.skills.memory.note_file import parse_note
 
 from .conftest import REPO_ROOT
 from .memory_helpers import ALICE, memory_agent

@@ -14,10 +14,10 @@ import pytest
 from webagents import load_agent
 from webagents.context import Context
 from webagents.errors import AgentFileError, ToolError
+from webagents.notes.layout import caller_folder_name
+from webagents.notes.store import NoteStore
 from webagents.rights import rights_of
 from webagents.skills.memory import MemorySkill
-from webagents.skills.memory.layout import caller_folder_name
-from webagents.skills.memory.notes import NoteStore
 
 from .conftest import write_agent
 from .memory_helpers import ALICE, ANONYMOUS, BOB, OWNER, memory_agent, skill_agent_info, use
@@ -254,7 +254,7 @@ async def test_m9_the_index_follows_another_process_and_hand_edits(tmp_path: Pat
 
 
 async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) -> None:
-    from .test_chat import drive
+    from .chat_helpers import drive
 
     agent, skill = memory_agent(tmp_path / "keeper")
     await use(skill, OWNER, "memory_write", key="tone", content="Dry.", description="Tone")
@@ -302,7 +302,7 @@ async def test_m11_memory_in_the_chat_and_forget_after_asking(tmp_path: Path) ->
 def test_m7_front_matter_the_agent_writes_is_yaml_and_reads_back(description: str) -> None:
     import yaml
 
-    from webagents.skills.memory.note_file import Note, parse_note
+    from webagents.notes.note_file import Note, parse_note
 
     note = Note("owner", "k", "body\n", description, "2026-11-29T22:00:00.123+00:00")
     text = note.render()
@@ -318,7 +318,7 @@ async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
 ) -> None:
     """A write that fails records nothing: neither the file nor any search shows it."""
     _, skill = memory_agent(tmp_path / "keeper")
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_SECONDS", 3600.0)
     await use(skill, ALICE, "memory_write", key="plan", content="meet in Lisbon")
     assert len(await use(skill, ALICE, "memory_search", query="Lisbon")) == 1  # index current
     path = skill.store.folder(ALICE.namespace) / "plan.md"
@@ -327,7 +327,7 @@ async def test_m7_a_write_that_fails_leaves_the_file_and_the_index_as_they_were(
     def full_disk(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("webagents.skills.memory.notes.write_at", full_disk)
+    monkeypatch.setattr("webagents.notes.store.write_at", full_disk)
     ctx = Context(agent=skill_agent_info(skill), caller=ALICE)
     with pytest.raises(ToolError, match="disk is full"):
         await skill.write(ctx, "plan", "meet in Porto")
@@ -356,7 +356,7 @@ async def test_m6_writes_are_taken_into_the_index_by_the_next_query_or_a_burst(
 ) -> None:
     """A write returns once its file is durable; the index takes it in at the next query
     (so it is found at once), or when MAX_WAITING writes came without a query."""
-    monkeypatch.setattr("webagents.skills.memory.index.MAX_WAITING", 3)
+    monkeypatch.setattr("webagents.notes.index.MAX_WAITING", 3)
     _, skill = memory_agent(tmp_path / "keeper")
 
     def indexed() -> list[str]:
@@ -384,7 +384,7 @@ async def test_m9_a_write_recorded_after_another_writers_is_not_taken_as_the_new
 ) -> None:
     """Recorded changes come after their files; if another writer's version was indexed in
     between, the older record must not win: the namespace is read again from the files."""
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_SECONDS", 3600.0)
     _, skill = memory_agent(tmp_path / "keeper")
     await use(skill, ALICE, "memory_write", key="plan", content="meet in Lisbon")
     assert len(await use(skill, ALICE, "memory_search", query="Lisbon")) == 1
@@ -401,7 +401,7 @@ async def test_m9_an_index_that_fails_to_take_in_a_write_rescans_instead(
 ) -> None:
     """The file is the truth: a write whose index update fails is still saved and found,
     as its namespace is read again from the files."""
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_SECONDS", 3600.0)
     _, skill = memory_agent(tmp_path / "keeper")
     await use(skill, ALICE, "memory_write", key="old", content="a Lisbon note")
     assert len(await use(skill, ALICE, "memory_search", query="Lisbon")) == 1
@@ -433,7 +433,7 @@ async def test_m9_a_start_without_a_cache_indexes_every_note_batch_by_batch(
         await use(skill, caller, "memory_write", key=f"n{n}", content=f"word{n} in note {n}")
     (skill.store.folder(ALICE.namespace) / "broken.md").write_text("---\ndescription: [\n")
     (skill.store.root / ".index.sqlite").unlink(missing_ok=True)
-    monkeypatch.setattr("webagents.skills.memory.index._BATCH", 2)
+    monkeypatch.setattr("webagents.notes.index._BATCH", 2)
     _, fresh = memory_agent(tmp_path / "keeper")  # a start without a cache
     for n in range(11):
         caller = writers[n % 3]
@@ -495,7 +495,7 @@ async def test_m9_the_index_cache_is_reused_only_where_the_files_are_unchanged(
 async def test_m9_a_file_edited_in_place_reaches_the_index(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_SECONDS", 0.0)
     _, skill = memory_agent(tmp_path / "keeper")
     await use(
         skill,
@@ -530,8 +530,8 @@ async def test_m9_a_query_over_many_namespaces_checks_the_longest_unchecked_with
         text = handle.read().replace("Lisbon", "Porto!")
         handle.seek(0)
         handle.write(text)
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 0.0)
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_BUDGET_SECONDS", 0.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_BUDGET_SECONDS", 0.0)
     checked: list[str] = []
     reconcile = skill.index._reconcile
 
@@ -636,7 +636,7 @@ async def test_m4_descriptions_are_one_short_line(tmp_path: Path) -> None:
 async def test_m9_a_start_from_the_cache_checks_each_namespaces_files_at_first_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("webagents.skills.memory.index.RECHECK_SECONDS", 3600.0)
+    monkeypatch.setattr("webagents.notes.index.RECHECK_SECONDS", 3600.0)
     _, first = memory_agent(tmp_path / "keeper")
     await use(
         first, OWNER, "memory_write", key="plan", content="meet in Lisbon", namespace="shared"
@@ -666,8 +666,8 @@ def test_m8_a_batch_write_keeps_each_notes_guarantees(
     the limits, and an unreadable file refused and left as it is while the others are
     written; with syncfs(2) and where there is none (an fsync per file and folder)."""
     from webagents import _files
-    from webagents.skills.memory.note_batch import Write, write_many
-    from webagents.skills.memory.notes import Limits
+    from webagents.notes.note_batch import Write, write_many
+    from webagents.notes.store import Limits
 
     if flush == "fsync each":
         monkeypatch.setattr(_files, "_syncfs", None)

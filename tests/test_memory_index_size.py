@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from webagents.skills.memory import index as index_module
-from webagents.skills.memory.index import MemoryIndex
-from webagents.skills.memory.layout import namespace_folder
-from webagents.skills.memory.note_file import Note
-from webagents.skills.memory.notes import NoteStore
+from webagents.notes import index as index_module
+from webagents.notes.index import MemoryIndex
+from webagents.notes.layout import namespace_folder
+from webagents.notes.note_file import Note
+from webagents.notes.store import NoteStore
 
 MIB = 1 << 20
 NOTES = 1000
@@ -128,7 +128,7 @@ def test_m9_an_index_whose_folder_cannot_be_written_works_in_a_temporary_file(
     def refused(path: Path) -> Path:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr("webagents.skills.memory.index_db.ensure_private_dir", refused)
+    monkeypatch.setattr("webagents.notes.index_db.ensure_private_dir", refused)
     cache = root / ".index.sqlite"
     unwritable = MemoryIndex(NoteStore(root), cache=cache)
     unwritable.rebuild()

@@ -11,7 +11,7 @@ import pytest
 
 from webagents import Caller, load_agent
 from webagents.errors import AgentFileError, ToolError
-from webagents.skills.newcomers import KINDS
+from webagents.newcomers import KINDS
 
 from .caller_helpers import NEWCOMERS
 from .conftest import write_agent

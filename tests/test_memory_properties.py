@@ -13,11 +13,7 @@ from hypothesis import strategies as st
 
 from webagents import Caller
 from webagents.errors import ToolError
-from webagents.skills.memory.layout import (
-    EPISODE_PREFIX,
-    check_key,
-    namespace_folder,
-)
+from webagents.notes.layout import EPISODE_PREFIX, check_key, namespace_folder
 
 from .budgets import examples
 from .memory_helpers import ALICE, memory_agent, seed, use
@@ -164,7 +160,7 @@ def test_m7_the_fast_reading_of_written_notes_agrees_with_yaml(
     YAML parser reads, for any description and time."""
     import yaml
 
-    from webagents.skills.memory.note_file import Note, one_line, parse_note
+    from webagents.notes.note_file import Note, one_line, parse_note
 
     description = one_line(description)
     note = Note("owner", "k", "the body\n", description, updated, kind)
@@ -231,8 +227,8 @@ def test_m9_the_quick_reading_at_start_agrees_with_the_careful_one(
     else the careful way (`NoteStore.load`); where the quick way reads a file at all, it
     must read what the careful way reads: for notes as written, and for hand-made front
     matter of every shape."""
-    from webagents.skills.memory.note_file import Note, one_line, read_written
-    from webagents.skills.memory.notes import NoteStore
+    from webagents.notes.note_file import Note, one_line, read_written
+    from webagents.notes.store import NoteStore
 
     store = NoteStore(tmp_path)
     written = Note("owner", "k", content, one_line(description), updated, kind).render()
@@ -246,8 +242,8 @@ def test_m9_the_quick_reading_at_start_agrees_with_the_careful_one(
 
 
 def test_m9_notes_as_the_agent_writes_them_are_read_the_quick_way(tmp_path: Path) -> None:
-    from webagents.skills.memory.note_file import Note, now, read_written
-    from webagents.skills.memory.notes import NoteStore
+    from webagents.notes.note_file import Note, now, read_written
+    from webagents.notes.store import NoteStore
 
     store = NoteStore(tmp_path)
     for n, (description, kind) in enumerate(

@@ -256,7 +256,7 @@ import webagents.portal_wire.accounts
 import webagents.portal_wire.chats
 import webagents.portal_wire.connect
 import webagents.portal_wire.memory
-from webagents.skills import registry
+from webagents.skills.registry import registry
 
 registry()
 print(sorted(m for m in sys.modules if m.partition(".")[2].startswith("portal.")))

@@ -14,11 +14,9 @@ import pytest
 
 from webagents import Caller, load_agent
 from webagents.errors import AgentFileError
-from webagents.skills.session import (
-    SessionLimitError,
-    SessionSkill,
-)
-from webagents.skills.session.store import caller_hash
+from webagents.sessions import SessionLimitError
+from webagents.sessions.store import caller_hash
+from webagents.skills.session import SessionSkill
 from webagents.testing import FunctionModel
 
 from .caller_helpers import NEWCOMERS

@@ -22,9 +22,10 @@ from webagents.caller import CallerKind
 from webagents.compaction import SUMMARY_FRAME, Compaction
 from webagents.home import sessions_dir
 from webagents.model import Message, ModelRequest
+from webagents.sessions import SessionConflict, read_session
+from webagents.sessions.store import agent_folder_name, caller_hash
 from webagents.skills.memory import MemorySkill
-from webagents.skills.session import SessionConflict, SessionSkill, read_session
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.skills.session import SessionSkill
 from webagents.testing import FunctionModel, ScriptedModel
 
 from .conftest import REPO_ROOT

@@ -13,9 +13,10 @@ from webagents import Agent, Caller, load_agent
 from webagents.errors import AgentFileError, ConfigError
 from webagents.home import sessions_dir
 from webagents.model import ModelRequest
+from webagents.sessions import SessionError, read_session
+from webagents.sessions.store import agent_folder_name, caller_hash
 from webagents.skills.memory import MemorySkill
-from webagents.skills.session import SessionError, SessionSkill, read_session
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.skills.session import SessionSkill
 from webagents.testing import FunctionModel
 
 from .conftest import write_agent

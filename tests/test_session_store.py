@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from webagents.home import sessions_dir
-from webagents.skills.session import (
+from webagents.sessions import (
     LocalSessionStore,
     SessionConflict,
     SessionError,
     SessionFile,
     new_session,
 )
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.sessions.store import agent_folder_name, caller_hash
 
 ALICE = "caller:alice@example.com"
 BOB = "caller:bob@example.com"

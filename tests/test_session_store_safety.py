@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from webagents.skills.session import SessionLinkError, SessionSkill, read_session
-from webagents.skills.session.store import caller_hash
+from webagents.sessions import SessionLinkError, read_session
+from webagents.sessions.store import caller_hash
+from webagents.skills.session import SessionSkill
 
 from .session_helpers import (
     ALICE,

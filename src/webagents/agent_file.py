@@ -21,9 +21,9 @@ from .agent_spec import MODEL_NAME, AccessSpec, AgentSpec, CompactionSpec, Skill
 from .compaction import Compaction
 from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
-from .skills import import_skill, is_import_path, registry
 from .skills.base import Skill
 from .skills.openai import OpenAISkill
+from .skills.registry import import_skill, is_import_path, registry
 
 AGENT_FILE = "AGENT.md"
 KNOWN_KEYS = ("name", "description", "model", "skills", "access", "compaction")

@@ -38,10 +38,10 @@ from .context import Context, is_conversation_id
 from .errors import ConfigError
 from .model import ToolCall
 from .rights import rights_of
+from .sessions.store import LocalSessionStore
 from .skills.base import Tool
 from .skills.memory.skill import MemorySkill
 from .skills.session import SessionSkill
-from .skills.session.store import LocalSessionStore
 
 CONVERSATIONS = "webagents://conversations/"
 """The URI of a kept conversation is this and its id."""

@@ -16,9 +16,9 @@ from webagents.agent_file import load_agent
 from webagents.caller import Caller, shown_to_owner
 from webagents.context import Context
 from webagents.model import ModelRequest
+from webagents.sessions import new_session
+from webagents.sessions.store import LocalSessionStore, caller_hash
 from webagents.skills.memory.skill import MemorySkill
-from webagents.skills.session import new_session
-from webagents.skills.session.store import LocalSessionStore, caller_hash
 from webagents.testing import FunctionModel, ScriptedServer
 
 from ..conftest import write_agent

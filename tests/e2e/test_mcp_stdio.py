@@ -27,10 +27,10 @@ from webagents.agent_file import load_agent
 from webagents.caller import Caller
 from webagents.context import Context
 from webagents.model import ToolCall
-from webagents.skills.memory.layout import KEY_RULE
+from webagents.notes.layout import KEY_RULE
+from webagents.sessions import new_session
+from webagents.sessions.store import LocalSessionStore
 from webagents.skills.memory.skill import MemorySkill
-from webagents.skills.session import new_session
-from webagents.skills.session.store import LocalSessionStore
 
 from ..conftest import write_agent
 from .conftest import REPO, child_env, webagents_command

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from webagents.model import ModelRequest
-from webagents.skills.session.store import caller_hash
+from webagents.sessions.store import caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer
 
 from .conftest import child_env

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from webagents.model import ModelRequest
-from webagents.skills.session import read_session
+from webagents.sessions import read_session
 from webagents.testing import FunctionModel, ScriptedServer
 
 from ..conftest import write_agent

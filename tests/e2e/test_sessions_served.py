@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from webagents.model import ModelRequest
-from webagents.skills.session import read_session
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.sessions import read_session
+from webagents.sessions.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer, call
 
 from .conftest import child_env, webagents_command

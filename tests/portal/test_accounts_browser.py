@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
+from .browser_helpers import _sign_up
 from .processes import Served
-from .test_browser import _sign_up
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

@@ -12,20 +12,12 @@ from typing import Any
 
 import pytest
 
+from .browser_helpers import _sign_up
 from .conftest import PASSWORD
+from .login_helpers import _login_file, webagents
 from .processes import Child, Served, portal
-from .test_login_cli import _login_file, webagents
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
-
-
-def _sign_up(page: Any, url: str, username: str) -> None:
-    page.goto(f"{url}/signup")
-    page.fill("#username", username)
-    page.fill("#password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
-    assert page.inner_text("h1") == f"Signed in as {username}"
 
 
 def test_p1_sign_up_sign_out_and_sign_in_in_chromium(page: Any, served: Served) -> None:

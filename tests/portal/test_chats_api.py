@@ -11,33 +11,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from webagents.portal.accounts import service as accounts
 from webagents.portal.db.tables import ChatMessage
 
-from .conftest import make_account
-
-Headers = dict[str, str]
-
-
-def _bearer(db: Session, username: str) -> Headers:
-    scope = make_account(db, username)
-    return {"Authorization": f"Bearer {accounts.create_key(db, scope, 'cli').key}"}
-
-
-def _agent(client: TestClient, headers: Headers, name: str = "helper") -> str:
-    made = client.post("/api/agents", headers=headers, json={"name": name})
-    assert made.status_code == 201, made.text
-    agent_id: str = made.json()["agent"]["id"]
-    return agent_id
-
-
-def _post(
-    client: TestClient, headers: Headers, agent_id: str, body: dict[str, Any]
-) -> dict[str, Any]:
-    answer = client.post(f"/api/agents/{agent_id}/conversations", headers=headers, json=body)
-    assert answer.status_code == 200, answer.text
-    result: dict[str, Any] = answer.json()
-    return result
+from .chats_helpers import Headers, _agent, _bearer, _post, _refusal
 
 
 def _read(client: TestClient, headers: Headers, agent_id: str, chat_id: str) -> list[Any]:
@@ -53,24 +29,6 @@ def _listed(client: TestClient, headers: Headers, agent_id: str, query: str = ""
     assert sorted(answer.json()) == ["conversations"]
     found: list[Any] = answer.json()["conversations"]
     return found
-
-
-def _refusal(status: int, message: str, code: str) -> tuple[int, dict[str, Any]]:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error"}
-    return status, {
-        "error": {
-            "message": message,
-            "type": kind.get(status, _type_of(status)),
-            "param": None,
-            "code": code,
-        }
-    }
-
-
-def _type_of(status: int) -> str:
-    from webagents.server.api_errors import error_type
-
-    return error_type(status)
 
 
 TURNS = [

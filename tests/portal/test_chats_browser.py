@@ -11,28 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import PASSWORD
-from .processes import Served, portal
+from .chats_browser_helpers import _sign_in, _user_key
+from .processes import Served
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 INJECTED = '<img src=x onerror="document.title=1"><script>alert(1)</script>'
-
-
-def _user_key(tmp_path: Path, database: str, username: str) -> dict[str, str]:
-    added = portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD + "\n")
-    assert added.returncode == 0, added.stderr
-    made = portal(tmp_path, "apikey", username, "--database", database)
-    assert made.returncode == 0, made.stderr
-    return {"Authorization": f"Bearer {made.stdout.splitlines()[-1]}"}
-
-
-def _sign_in(page: Any, url: str, username: str) -> None:
-    page.goto(f"{url}/signin")
-    page.fill("#username", username)
-    page.fill("#password", PASSWORD)
-    page.click("main button[type=submit]")
-    page.wait_for_url(f"{url}/")
 
 
 def test_p11_recorded_chat_in_the_owners_pages_in_chromium(

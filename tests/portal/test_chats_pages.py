@@ -10,8 +10,8 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from .chats_helpers import _agent, _bearer, _post
 from .conftest import sign_in
-from .test_chats_api import _agent, _bearer, _post
 
 CALL = {
     "id": "call_1",

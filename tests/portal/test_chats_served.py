@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .chats_browser_helpers import _user_key
 from .processes import Served
-from .test_chats_browser import _user_key
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from webagents.portal.chats import service as chats_service
 
-from .test_chats_api import _agent, _bearer, _post, _refusal
+from .chats_helpers import _agent, _bearer, _post, _refusal
 
 PART = "x" * 100_000
 

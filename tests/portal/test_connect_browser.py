@@ -14,10 +14,10 @@ import pytest
 from webagents.portal.connect.relay import offline
 from webagents.portal.connect.service import MAX_WEB_MESSAGE
 
+from .chats_browser_helpers import _sign_in
 from .connect_agent import ConnectAgent
 from .connect_world import World, make_world
 from .processes import Served
-from .test_chats_browser import _sign_in
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

@@ -9,8 +9,8 @@ import re
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from .chats_helpers import _agent, _bearer, _post
 from .conftest import csrf_of, sign_in
-from .test_chats_api import _agent, _bearer, _post
 
 
 def _world(client: TestClient, db: Session) -> dict[str, str]:

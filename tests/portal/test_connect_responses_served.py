@@ -19,8 +19,8 @@ from pydantic import BaseModel
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import running
 
+from .connect_served_helpers import _allow_others, _client, _key, _published, _ready
 from .processes import Served
-from .test_connect_served import _allow_others, _client, _key, _published, _ready
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

@@ -21,61 +21,16 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import Process, running
 from webagents.model import ModelRequest
-from webagents.skills.session.store import agent_folder_name, caller_hash
+from webagents.sessions.store import agent_folder_name, caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer
 
-from .conftest import PASSWORD
-from .processes import Served, portal
-from .test_publish_cli import _signed_in, webagents
+from .connect_served_helpers import _allow_others, _client, _key, _published, _ready
+from .processes import Served
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
-
-CONNECTED = "callers reach it at"
-
-
-def _key(tmp_path: Path, database: str, username: str) -> str:
-    """A new portal user's API key (rok_...)."""
-    made = portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD)
-    assert made.returncode == 0, made.stderr
-    return portal(tmp_path, "apikey", username, "--database", database).stdout.splitlines()[-1]
-
-
-def _published(tmp_path: Path, served: Served, database: str, front: str) -> tuple[Path, str]:
-    """An agent of alice's, published with the real CLI: its folder and alice's key."""
-    alice = _signed_in(tmp_path, served, database, "alice", "home")
-    folder = write_agent(tmp_path / "helper", front)
-    done = webagents(tmp_path, "publish", str(folder))
-    assert done.returncode == 0, done.stderr
-    return folder, alice
-
-
-def _allow_others(served: Served, alice: str, folder: Path) -> None:
-    agent_id = json.loads((folder / ".webagents" / "config.json").read_text())["link"]["agentId"]
-    answer = httpx.patch(
-        f"{served.url}/api/agents/{agent_id}",
-        headers={"Authorization": f"Bearer {alice}"},
-        json={"allowOthers": True},
-        timeout=30,
-    )
-    assert answer.status_code == 200, answer.text
-
-
-def _ready(agent: Process, served: Served) -> None:
-    """The agent connected, and holding the portal's keys (it fetches them on connecting: on
-    SQLite the portal answers no other request while it relays one, so a first call racing
-    that fetch would find the agent unable to verify it; reported to the portal's side)."""
-    agent.wait_until(lambda: CONNECTED in agent.output)
-    agent.wait_until(lambda: '"GET /.well-known/jwks.json HTTP/1.1" 200' in served.output)
-
-
-def _client(served: Served, key: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{served.url}/agents/helper", api_key=key, max_retries=0, timeout=60
-    )
 
 
 def _say(served: Served, key: str, text: str, session: str | None = None) -> str:

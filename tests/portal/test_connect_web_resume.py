@@ -25,10 +25,10 @@ from tests.e2e.serving import running
 from webagents.model import ModelRequest, ModelResponse, TextDelta
 from webagents.testing import FunctionModel, ScriptedServer, call
 
+from .chats_browser_helpers import _sign_in
+from .connect_served_helpers import _key, _ready
 from .processes import Served
-from .test_chats_browser import _sign_in
-from .test_connect_served import _key, _ready
-from .test_session_robutler_terminal import (
+from .robutler_terminal_helpers import (
     AGENT,
     PROMPT,
     Machine,

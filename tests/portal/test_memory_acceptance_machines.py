@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import child_env
-from tests.e2e.test_memory_served import _driver, tool
+from tests.e2e.memory_served_helpers import _driver, tool
 from webagents.testing import FunctionModel, ScriptedServer
 
 from . import processes
 from .conftest import PASSWORD
 from .processes import Served
-from .test_memory_sync_machines import OWNER, Machines, eventually, note_file
+from .sync_machines_helpers import OWNER, Machines, eventually, note_file
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

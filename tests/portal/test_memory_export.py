@@ -13,10 +13,12 @@ from pathlib import Path
 
 import orjson
 
+from webagents.notes.index import MemoryIndex
+from webagents.notes.layout import caller_folder_name
+from webagents.notes.store import NoteStore
 from webagents.portal.memory.export import jsonl_lines, notes_zip, zip_path
-from webagents.skills.memory.index import MemoryIndex
-from webagents.skills.memory.layout import caller_folder_name
-from webagents.skills.memory.notes import NoteStore
+
+from .export_helpers import _unzip
 
 AT = datetime(2026, 11, 29, 21, 0, 0, 123456, tzinfo=UTC)
 
@@ -37,20 +39,6 @@ ROWS = [
     Row("caller:jwt:https://id.example#Bob", "notes", "", ""),
     Row("caller:alice@example.com", "episode-2026-11-29", "We talked about tea.", "A chat"),
 ]
-
-
-def _unzip(data: bytes, into: Path) -> None:
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for info in archive.infolist():
-            target = into / info.filename
-            mode = (info.external_attr >> 16) & 0o777
-            if info.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-                target.chmod(mode)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.read(info))
-                target.chmod(mode)
 
 
 def test_p8_export_zip_loads_as_notes_in_the_local_memory_store(tmp_path: Path) -> None:

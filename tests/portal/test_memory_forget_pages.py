@@ -15,8 +15,8 @@ from webagents.portal.memory import retention, service
 from webagents.portal.memory.repository import MemoryStore
 
 from .conftest import form_token
+from .memory_entries_helpers import AT, _agent, _commit, _put
 from .memory_pages_helpers import forms, table
-from .test_memory_pages import AT, _agent, _commit, _put
 
 
 def _forget(store: MemoryStore, namespace: str, key: str, minutes: int) -> None:

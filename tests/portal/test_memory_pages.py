@@ -17,8 +17,9 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session, object_session
+from sqlalchemy.orm import Session
 
+from webagents.notes.store import NoteStore
 from webagents.portal.app import create_app
 from webagents.portal.db.engine import read_request_session, request_session
 from webagents.portal.memory import retention, service
@@ -26,48 +27,14 @@ from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.memory.retention import Rule
 from webagents.portal.settings import PortalSettings
-from webagents.skills.memory.notes import NoteStore
 
 from .conftest import form_token, make_account, sign_in
+from .export_helpers import _unzip
+from .memory_entries_helpers import AT, _agent, _commit, _put
 from .memory_helpers import Published, SynonymEmbedder, publish
 from .memory_pages_helpers import forms, table
-from .test_memory_export import _unzip
 
-AT = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 LOOKALIKE = "caller:b\u043eb"  # a Cyrillic o: not bob
-
-
-def _agent(db: Session, client: TestClient) -> tuple[Published, MemoryStore, str]:
-    published = publish(db)
-    sign_in(client, "alice")
-    return (
-        published,
-        MemoryStore.for_agent(db, published.scope),
-        f"/agents/{published.scope.agent_id}/memory",
-    )
-
-
-def _put(store: MemoryStore, namespace: str, key: str, content: str, description: str = "") -> None:
-    service.put(
-        store,
-        namespace=namespace,
-        key=key,
-        content=content,
-        description=description,
-        source="agent",
-        at=AT,
-        by=service.BY_AGENT,
-    )
-    # As the agent's own request would: committed (a refused page request rolls back its own).
-    _commit(store, namespace, key)
-
-
-def _commit(store: MemoryStore, namespace: str, key: str) -> None:
-    """Commit the transaction the store's entry was written in (a store keeps its session
-    to itself)."""
-    written = object_session(store.entry(namespace, key))
-    assert written is not None
-    written.commit()
 
 
 def test_p8_the_owner_sees_the_memory_by_namespace_callers_labelled_and_shown_safely(

@@ -21,8 +21,8 @@ from webagents.portal.memory.search import search
 from webagents.portal.settings import PortalSettings
 
 from .memory_helpers import Published, publish
-from .test_memory_store_api import URL, store_client
-from .test_semantic_pairs import PAIRS
+from .semantic_pairs import PAIRS
+from .store_api_helpers import URL, store_client
 
 FLOOR = 0.8  # the issue's: the right note first for at least 80% of the queries
 THROUGH_HTTP = 6  # the first queries asked through the API too

@@ -14,35 +14,22 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
-from webagents.portal.app import create_app
-from webagents.portal.db.engine import read_request_session, request_session
 from webagents.portal.db.tables import MemoryVersion
 from webagents.portal.settings import PortalSettings
 
 from .memory_helpers import Published, SynonymEmbedder, publish
+from .store_api_helpers import (
+    URL,
+    store_client,
+)
 
-URL = "/api/storage/memory-scoped"
+
+@pytest.fixture
+def embedder() -> SynonymEmbedder:
+    return SynonymEmbedder()
+
+
 AT = "2026-11-01T12:00:00Z"
-
-
-def store_client(
-    settings: PortalSettings, engine: Engine, db: Session, embedder: object
-) -> TestClient:
-    """The app on the test's session, with `embedder` and no worker thread (the tests work
-    the embedding queue themselves)."""
-    app = create_app(settings, engine=engine, embedder=embedder, embedding_worker=False)
-
-    def test_session() -> Iterator[Session]:
-        try:
-            yield db
-        except BaseException:
-            db.rollback()
-            raise
-        db.commit()
-
-    app.dependency_overrides[request_session] = test_session
-    app.dependency_overrides[read_request_session] = test_session
-    return TestClient(app)
 
 
 @pytest.fixture
@@ -322,11 +309,6 @@ def test_p5_unknown_actions_and_missing_parameters_say_what_to_send(
 
 
 # Search: hybrid (full-text and meaning, fused by reciprocal rank).
-
-
-@pytest.fixture
-def embedder() -> SynonymEmbedder:
-    return SynonymEmbedder()
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ import pytest
 
 from tests.conftest import write_agent
 from tests.e2e.conftest import child_env, webagents_command
-from tests.e2e.test_memory_served import _driver, index_lines
+from tests.e2e.memory_served_helpers import _driver, index_lines
 from webagents.model import ModelRequest
 from webagents.portal_link.client import PortalClient
 from webagents.testing import FunctionModel, ScriptedServer
 
 from .processes import Served
-from .test_publish_cli import _signed_in, webagents
+from .publish_helpers import _signed_in, webagents
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

@@ -13,11 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from .chats_browser_helpers import _sign_in
 from .conftest import PASSWORD
 from .page_checks import SCHEMES, SCREENSHOTS, WIDTHS, Watch, overflows, screenshot
 from .page_checks import serious_violations as axe
 from .processes import Served, portal
-from .test_chats_browser import _sign_in
 
 MEMORY = "/api/storage/memory-scoped"
 REPLY = """Here is the plan, **in short**:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.test_serve_connections import (
+from tests.e2e.connections_helpers import (
     CAP,
     EVICTING,
     FILE_LIMIT,

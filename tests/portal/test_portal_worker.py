@@ -155,7 +155,9 @@ def test_p5_portal_worker_embeds_what_a_serve_without_background_jobs_keeps(
             assert http.put(URL, json=note).status_code == 200
 
             def matched() -> list[tuple[str, list[str]]]:
-                found = http.get(URL, params={"action": "search", "q": "dog", "namespace": "owner"}).json()
+                found = http.get(
+                    URL, params={"action": "search", "q": "dog", "namespace": "owner"}
+                ).json()
                 return [(e["key"], e["matched"]) for e in found["entries"]]
 
             assert matched() == []  # no process embeds: "dog" finds the puppy by meaning only

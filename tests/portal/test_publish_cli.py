@@ -8,43 +8,17 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import write_agent
-from tests.e2e.conftest import child_env, webagents_command
 
-from .conftest import PASSWORD
-from .processes import Served, portal
+from .processes import Served
+from .publish_helpers import _signed_in, webagents
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
-
-
-def webagents(tmp_path: Path, *args: str, home: str = "home") -> subprocess.CompletedProcess[str]:
-    env = child_env(tmp_path)
-    env["WEBAGENTS_HOME"] = str(tmp_path / home / ".webagents")
-    return subprocess.run(
-        [webagents_command(), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def _signed_in(tmp_path: Path, served: Served, database: str, username: str, home: str) -> str:
-    assert (
-        portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD).returncode
-        == 0
-    )
-    key = portal(tmp_path, "apikey", username, "--database", database).stdout.splitlines()[-1]
-    done = webagents(tmp_path, "login", "--portal", served.url, "--token", key, home=home)
-    assert done.returncode == 0, done.stderr
-    return key
 
 
 def test_p4_publish_creates_then_updates_and_keeps_the_key_outside_the_folder(

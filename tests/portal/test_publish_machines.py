@@ -22,7 +22,7 @@ from webagents.portal_link.errors import SignInError
 
 from .conftest import PASSWORD, csrf_of
 from .processes import Served
-from .test_publish_cli import _signed_in, webagents
+from .publish_helpers import _signed_in, webagents
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

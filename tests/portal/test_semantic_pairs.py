@@ -4,15 +4,11 @@ local model puts the right note first for at least 80% of them)."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 from webagents.portal.embeddings import make_embedder
 
-PAIRS: list[dict[str, str]] = json.loads(
-    (Path(__file__).parent / "data" / "semantic_pairs.json").read_text(encoding="utf-8")
-)["pairs"]
+from .semantic_pairs import PAIRS
 
 
 def _words(text: str) -> set[str]:

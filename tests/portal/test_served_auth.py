@@ -17,7 +17,7 @@ from tests.e2e.conftest import child_env
 from tests.e2e.serving import running
 
 from .processes import Served
-from .test_publish_cli import _signed_in, webagents
+from .publish_helpers import _signed_in, webagents
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 

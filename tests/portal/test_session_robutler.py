@@ -24,7 +24,8 @@ from webagents.portal_link.chats import PortalChats, link_of, merged
 from webagents.portal_link.client import PortalClient
 from webagents.portal_link.errors import AgentNotPublished, PortalUnreachable
 from webagents.portal_link.login import Login, save_login
-from webagents.skills.session import SessionSkill, SessionSummary
+from webagents.sessions import SessionSummary
+from webagents.skills.session import SessionSkill
 from webagents.testing import ScriptedModel
 
 from .conftest import make_account

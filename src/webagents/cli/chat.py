@@ -30,9 +30,10 @@ from ..agent_file import load_agent
 from ..caller import Caller
 from ..errors import ConfigError, WebAgentsError
 from ..model import TextDelta
+from ..sessions import SessionConflict
 from ..skills.base import SlashCommand
 from ..skills.memory.skill import MemorySkill
-from ..skills.session import SessionConflict, SessionSkill
+from ..skills.session import SessionSkill
 from .chat_resume import Resume, show_portal_notes
 from .terminal_text import printable
 

@@ -17,8 +17,9 @@ from ..context import is_conversation_id
 from ..model import Message
 from ..portal_link.chats import PortalChats, merged
 from ..rights import rights_of
-from ..skills.session import SessionFile, SessionSkill, SessionSummary
-from ..skills.session.session_file import new_session
+from ..sessions import SessionFile, SessionSummary
+from ..sessions.session_file import new_session
+from ..skills.session import SessionSkill
 from .terminal_text import printable
 
 

@@ -22,8 +22,8 @@ from ..caller import Caller
 from ..context import is_conversation_id
 from ..errors import ConfigError
 from ..rights import rights_of
+from ..sessions import SessionConflict
 from ..skills.memory.skill import MemorySkill
-from ..skills.session import SessionConflict
 from .chat import keep_conversations, new_conversation_id, offline_notice
 from .owner import FAILURE_EXIT, fail, print_json
 

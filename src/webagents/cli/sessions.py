@@ -19,9 +19,9 @@ import click
 
 from ..caller import shown_to_owner
 from ..rights import rights_of
+from ..sessions.session_file import SessionError, SessionFile
+from ..sessions.store import LocalSessionStore, caller_hash
 from ..skills.memory.skill import MemorySkill
-from ..skills.session.session_file import SessionError, SessionFile
-from ..skills.session.store import LocalSessionStore, caller_hash
 from .exit_codes import run_or_exit
 from .owner import (
     FAILURE_EXIT,

@@ -20,7 +20,7 @@ from ..errors import ConfigError, WebAgentsError
 from ..home import is_agent_id
 from ..model import Message
 from ..portal_wire.times import wire_time
-from ..skills.session.protocol import SessionSummary
+from ..sessions.protocol import SessionSummary
 from .chat_outbox import Call, ChatOutbox, OutboxError, PortalMessage
 from .client import PortalClient
 from .errors import AgentNotPublished, PortalUnreachable, SignInError

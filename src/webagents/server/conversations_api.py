@@ -17,8 +17,9 @@ from ..caller import Caller
 from ..context import is_conversation_id
 from ..model import Message
 from ..rights import rights_of
-from ..skills.session import LocalSessionStore, SessionFile, SessionSkill
-from ..skills.session.session_file import new_session
+from ..sessions import LocalSessionStore, SessionFile
+from ..sessions.session_file import new_session
+from ..skills.session import SessionSkill
 from .api_errors import ApiError
 from .hosting import ServedAgent
 from .kept_responses import Point, latest_id, locate, parse_response_id, previous_id, reply_text

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..context import is_conversation_id
 from ..model import Message
-from ..skills.session.session_file import dumps
+from ..sessions.session_file import dumps
 
 _ID = re.compile(r"resp_(\d{1,9})_(\d{1,4})_([0-9a-f]{16})_(.+)")
 

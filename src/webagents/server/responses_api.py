@@ -26,7 +26,8 @@ from ..agent import Conversation
 from ..caller import Caller
 from ..model import Message, TextDelta
 from ..rights import rights_of
-from ..skills.session import SessionConflict, SessionSkill
+from ..sessions import SessionConflict
+from ..skills.session import SessionSkill
 from .api_errors import ApiError
 from .conversations_api import (
     conversation_items,

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from ..errors import ModelError, TurnLimitError
-from ..skills.session import SessionError, SessionLimitError, SessionLinkError
+from ..sessions import SessionError, SessionLimitError, SessionLinkError
 from .api_errors import ApiError
 from .flood import FloodLog
 

@@ -1,53 +1,6 @@
-"""The skills an agent file can name: the built-in ones by name, any other by import path."""
+"""What a skill is made of (`base`); the built-in skills and the loading of others by import
+path are in `registry`, which this package does not load."""
 
-from __future__ import annotations
-
-import importlib
-import re
-from typing import Any
-
-from ..errors import ConfigError
 from .base import ChatIO, Skill, SlashCommand, Tool, tool
 
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-def registry() -> dict[str, type[Skill[Any]]]:
-    """Skill name -> class, for the built-in skills."""
-    from .auth import AuthSkill
-    from .mcp import McpSkill
-    from .memory import MemorySkill
-    from .openai import OpenAISkill
-    from .session import SessionSkill
-
-    return {cls.name: cls for cls in (OpenAISkill, MemorySkill, SessionSkill, AuthSkill, McpSkill)}
-
-
-def is_import_path(name: str) -> bool:
-    """`package.module:ClassName`, how an agent file names a skill of its own."""
-    return bool(_IMPORT_PATH.fullmatch(name))
-
-
-def import_skill(path: str) -> type[Skill[Any]]:
-    """The Skill class at `package.module:ClassName`; ConfigError saying what is wrong."""
-    module_name, _, attribute = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import the skill {path}: {exc}") from None
-    found = getattr(module, attribute, None)
-    if not (isinstance(found, type) and issubclass(found, Skill)):
-        raise ConfigError(f"{path} is not a Skill class")
-    return found
-
-
-__all__ = [
-    "ChatIO",
-    "Skill",
-    "SlashCommand",
-    "Tool",
-    "import_skill",
-    "is_import_path",
-    "registry",
-    "tool",
-]
+__all__ = ["ChatIO", "Skill", "SlashCommand", "Tool", "tool"]

@@ -22,13 +22,8 @@ from typing import Any, Protocol
 import orjson
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
-from ...skills.memory.layout import (
-    EPISODE_PREFIX,
-    NAMESPACE_FILE,
-    caller_folder_name,
-    is_key,
-)
-from ...skills.memory.note_file import Note, one_line
+from ...notes.layout import EPISODE_PREFIX, NAMESPACE_FILE, caller_folder_name, is_key
+from ...notes.note_file import Note, one_line
 
 FILE_MODE = 0o600
 FOLDER_MODE = 0o700

@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, identity_is_nameable
+from ...notes.layout import KEY_RULE, is_key
 from ...portal_wire.memory import SyncLineFields
-from ...skills.memory.layout import KEY_RULE, is_key
 from ..errors import BadInput, PortalError
 from ..storable import check_storable
 

@@ -18,13 +18,13 @@ import logging
 from collections.abc import Callable
 
 from ...errors import ToolError
+from ...notes.index import MemoryIndex
+from ...notes.layout import EPISODE_PREFIX, is_key
+from ...notes.note_batch import Write, write_many
+from ...notes.note_file import Note, NoteFormatError
+from ...notes.store import NoteChanged, NoteStore
 from ...portal_wire.memory import EntryOut, SyncAnswer, SyncLine
 from ...rights import synced
-from ...skills.memory.index import MemoryIndex
-from ...skills.memory.layout import EPISODE_PREFIX, is_key
-from ...skills.memory.note_batch import Write, write_many
-from ...skills.memory.note_file import Note, NoteFormatError
-from ...skills.memory.notes import NoteChanged, NoteStore
 from ..client import PortalClient
 from ..errors import BadCursor
 from .files import (

@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ...notes.layout import is_key
+from ...notes.note_file import NoteFormatError
+from ...notes.store import NoteStore
 from ...portal_wire.memory import EntryOut
 from ...portal_wire.times import wire_time
 from ...rights import synced
-from ...skills.memory.layout import is_key
-from ...skills.memory.note_file import NoteFormatError
-from ...skills.memory.notes import NoteStore
 from ..client import PortalClient
 from ..errors import Refused, StaleEntry
 from .files import (

@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from ...errors import WebAgentsError
-from ...skills.memory.note_file import first_line_summary
+from ...notes.note_file import first_line_summary
 from .files import local_time
 from .sync import PortalSync
 

@@ -30,10 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import WebAgentsError
+from ...notes.index import MemoryIndex
+from ...notes.store import NoteStore
 from ...portal_wire.memory import SearchAnswer
 from ...rights import synced
-from ...skills.memory.index import MemoryIndex
-from ...skills.memory.notes import NoteStore
 from ..client import PortalClient
 from ..errors import PortalUnreachable
 from .files import PortalLink, SyncFiles, now, put_line

@@ -8,7 +8,7 @@ built once per conversation (M6), so the prompt stays byte-identical from turn t
 from __future__ import annotations
 
 from ...caller import SHARED_NAMESPACE
-from .index import Entry
+from ...notes.index import Entry
 
 HEADER = "## Memory"
 INTRO = (

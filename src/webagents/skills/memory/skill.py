@@ -23,15 +23,15 @@ from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
 from ...compaction import Compaction, Summary
 from ...context import AgentInfo, Context, is_conversation_id
 from ...errors import ConfigError, ToolError
+from ...notes.index import MemoryIndex
+from ...notes.layout import EPISODE_PREFIX, check_key
+from ...notes.note_file import Note, NoteFormatError, first_line_summary
+from ...notes.store import Limits, NoteStore
 from ...portal_link.memory_sync.files import notes_root, portal_link
 from ...portal_link.memory_sync.search import portal_results
 from ...portal_link.memory_sync.sync import UNREACHABLE, PortalSync
 from ...rights import Rights, rights_of
 from ..base import ChatIO, Skill, SlashCommand, Tool
-from .index import MemoryIndex
-from .layout import EPISODE_PREFIX, check_key
-from .note_file import Note, NoteFormatError, first_line_summary
-from .notes import Limits, NoteStore
 from .prompt import memory_block
 from .settings import MemorySettings
 from .tools import toolset

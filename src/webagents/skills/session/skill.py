@@ -25,10 +25,10 @@ from ...context import AgentInfo, Context
 from ...errors import ConfigError
 from ...portal_link import chats as portal_chats
 from ...rights import rights_of
+from ...sessions.session_file import SessionFile, Version, new_session, title_of
+from ...sessions.store import LocalSessionStore
 from ..base import Restored, Skill
 from ..hooks import ConversationView, FinishedTurn
-from .session_file import SessionFile, Version, new_session, title_of
-from .store import LocalSessionStore
 
 
 class SessionSettings(BaseModel):

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..caller import CHANNEL_PREFIX, JWT_PREFIX
+from .caller import CHANNEL_PREFIX, JWT_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

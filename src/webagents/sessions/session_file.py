@@ -22,9 +22,9 @@ from typing import Any, NotRequired, TypedDict, TypeVar, cast
 
 import orjson
 
-from ..._files import LinkRefused
-from ...errors import WebAgentsError
-from ...model import Message
+from .._files import LinkRefused
+from ..errors import WebAgentsError
+from ..model import Message
 
 FORMAT = 1
 TITLE_LIMIT = 80

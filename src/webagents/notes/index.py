@@ -34,7 +34,7 @@ from pathlib import Path
 from .index_db import SCHEMA, Descriptor, is_current, save_copy, working_database
 from .layout import is_key
 from .note_file import FileState, Note, NoteFormatError, Problem, read_written
-from .notes import Change, NoteStore
+from .store import Change, NoteStore
 
 log = logging.getLogger("webagents.memory")
 

@@ -17,16 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..._files import (
-    LinkRefused,
-    count_marked,
-    exclusive,
-    open_lock,
-    open_private_dir,
-    write_at,
-)
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
-from ...errors import ToolError
+from .._files import LinkRefused, count_marked, exclusive, open_lock, open_private_dir, write_at
+from ..caller import OWNER_NAMESPACE, SHARED_NAMESPACE
+from ..errors import ToolError
 from ..newcomers import Kind, Newcomers
 from .layout import NAMESPACE_FILE, is_key, namespace_folder
 from .note_file import (

@@ -15,10 +15,10 @@ import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ..._files import Batch
-from ...errors import ToolError
+from .._files import Batch
+from ..errors import ToolError
 from .note_file import Note, file_state, one_line
-from .notes import Change, NoteChanged, NoteStore, _bump, _generation, _lstat_at
+from .store import Change, NoteChanged, NoteStore, _bump, _generation, _lstat_at
 
 MAX_LOCKED = 64
 """Namespaces a batch write holds locked at once (two descriptors each)."""

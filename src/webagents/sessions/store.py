@@ -24,11 +24,11 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..._files import count_marked, exclusive, open_file_at, open_lock, open_private_dir, write_at
-from ...caller import OWNER_NAMESPACE
-from ...context import is_conversation_id
-from ...home import sessions_dir
-from ...model import Message
+from .._files import count_marked, exclusive, open_file_at, open_lock, open_private_dir, write_at
+from ..caller import OWNER_NAMESPACE
+from ..context import is_conversation_id
+from ..home import sessions_dir
+from ..model import Message
 from ..newcomers import Kind
 from .limits import SessionLimits
 from .protocol import SessionSummary

@@ -18,7 +18,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from ..._files import ensure_private_dir
+from .._files import ensure_private_dir
 
 log = logging.getLogger("webagents.memory")
 

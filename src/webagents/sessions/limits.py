@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ...caller import OWNER_NAMESPACE
+from ..caller import OWNER_NAMESPACE
 from ..newcomers import Kind, Newcomers
 from .session_file import SessionError
 

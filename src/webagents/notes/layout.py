@@ -12,8 +12,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
-from ...errors import ToolError
+from ..caller import OWNER_NAMESPACE, SHARED_NAMESPACE
+from ..errors import ToolError
 
 KEY_RULE = (
     "a key is 1-64 characters of a-z 0-9 . _ -, starting with a letter or digit "
