@@ -208,7 +208,7 @@ def rankers() -> dict[str, Ranker]:
         "RRF (before)": lambda text, meaning: ranking.fuse([text, [i for _, i in meaning]]),
         "cosine of the candidates": lambda text, meaning: ranking.rank([], meaning),
     }
-    for weight in (0.05, 0.1, 0.15, 0.2):
+    for weight in (0.02, 0.03, 0.05, 0.07, 0.1, 0.15):
         made[f"rank, text weight {weight}"] = lambda text, meaning, w=weight: ranking.rank(
             text, meaning, text_weight=w
         )

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 Scored = tuple[float, uuid.UUID]  # (cosine, id), as vector_cache.best gives
 
 # The full-text first place is worth this much cosine, the second half of it, the n-th 1/n.
-TEXT_WEIGHT = 0.1
+TEXT_WEIGHT = 0.05
 RRF_K = 60  # reciprocal rank fusion's usual constant: 1 / (60 + rank)
 
 
