@@ -7,9 +7,10 @@ two wordings of one meaning (couch/sofa, lounge/living room); notes take either,
 targets take the first. A paraphrase question takes the second wording throughout and the
 question's own phrasing, and names no person: it shares the target's meaning, not its words,
 while its words are in thousands of other notes (the RRF trap: a note that shares words but
-not meaning tops the full-text list). The target's (concept, thing, circumstance) is in no
-other note, but notes that share two of the three with it are made on purpose (near
-duplicates).
+not meaning tops the full-text list). The targets' things are in no other note but two near
+duplicates made on purpose for each target (the same concept and thing, another
+circumstance; the same concept and circumstance, another thing) and the other targets';
+the bulk says the same concepts and circumstances of other things.
 
 Two harder sets ask for a rare word that is in the note: a code ("the alarm code ... is
 qx4417") or a surname; the near duplicates there differ only by that word, so meaning
@@ -23,7 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-VERSION = 1  # bump when the text changes: the cached vectors are keyed by it
+VERSION = 2  # bump when the text changes: the cached vectors are keyed by it
 CALLERS = 100
 NAMESPACES = [*(f"caller:user{n}" for n in range(CALLERS)), "owner", "shared"]
 TARGETS = 50  # paraphrase questions; as many code and surname questions in all
@@ -255,7 +256,10 @@ def generate(size: int, seed: int) -> tuple[list[Note], list[Question]]:
         for t in range(len(things))
         for m in range(len(circumstances))
     ]
-    targets = rng.sample(triples, TARGETS)
+    # A target's thing (every other one of a concept's) is in no note of the bulk: only in
+    # the targets and their near duplicates; the bulk has the concept and circumstances.
+    targets = rng.sample([x for x in triples if x[1] % 2 == 0], TARGETS)
+    bulk = [x for x in triples if x[1] % 2 == 1]
     taken = set(targets)
     texts: dict[int, str] = {}  # slot in the first 5,000 -> a placed note's text
     questions: list[Question] = []
@@ -297,10 +301,6 @@ def generate(size: int, seed: int) -> tuple[list[Note], list[Question]]:
     for n in range(size):
         text = texts.get(n)
         if text is None:
-            while True:
-                triple = rng.choice(triples)
-                if triple not in taken:
-                    break
-            text = _statement(rng, *triple, first=False)
+            text = _statement(rng, *rng.choice(bulk), first=False)
         notes.append(Note(NAMESPACES[n % len(NAMESPACES)], f"note-{n}", text))
     return notes, questions

@@ -179,7 +179,7 @@ def ours(
     rankers: dict[str, Ranker],
 ) -> dict[str, Tally]:
     """Each question's candidates from the store layer, ranked each way; "ours" is `search()`
-    itself (checked to order them as ranking.rank does)."""
+    itself (its row equals the one of ranking.rank's default weight)."""
     tallies = {name: Tally() for name in ["ours", *rankers]}
     with store_of(engine, key) as store:
         for question in questions:

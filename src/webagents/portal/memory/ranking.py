@@ -9,14 +9,16 @@ semantic list kept (it is no nearer than that).
 Why not reciprocal rank fusion (`fuse`, kept for comparison in bench/search_quality.py): it
 sees places, not how near, so a note found by words alone and one found by meaning alone
 score the same at the first place, and the tie went to the words: a paraphrase shares
-meaning with its note but not words, while its words are in many other notes, and the
-right note was first for 34-70% of such questions where cosine alone put it first for 94-98%.
-With the cosine kept, a note sharing words but not meaning needs the bonus to pass one that
-is nearer by more than it; and where the query's rare word (a code, a name) is in one note
-among near copies of it (the same sentence, another code: cosines a few hundredths apart), the
-full-text list puts that note first (bm25 weights a rare word most; PostgreSQL's ts_rank
-counts the words matched) and the bonus between its first and second places lifts it.
-bench/search_quality.py measured the weights (bench/README.md).
+meaning with its note but not words, while its words are in many other notes, and the right
+note was first for 34-70% of such questions where cosine alone put it first for 94-98%
+(issue 23). With the cosine kept, a note sharing words but not meaning needs the bonus to
+pass one that is nearer by more than it; and where the query's rare word (a code, a name) is
+in one note among near copies of it (the same sentence, another code: cosines a few
+hundredths apart), the full-text list puts that note first (bm25 weights a rare word most;
+PostgreSQL's ts_rank counts the words matched) and the bonus lifts it.
+The weight is measured (bench/search_quality.py, bench/README.md): at 0.05 and more the
+paraphrases' note lost first place to notes sharing their words more often than it gained
+where a rare word decides; at 0.02 a name's note lost first place to its near copies.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Sequence
 Scored = tuple[float, uuid.UUID]  # (cosine, id), as vector_cache.best gives
 
 # The full-text first place is worth this much cosine, the second half of it, the n-th 1/n.
-TEXT_WEIGHT = 0.05
+TEXT_WEIGHT = 0.03
 RRF_K = 60  # reciprocal rank fusion's usual constant: 1 / (60 + rank)
 
 
