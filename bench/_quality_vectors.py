@@ -1,6 +1,6 @@
 """The local model's vectors of bench/search_quality.py's texts, computed once and kept in a
-file (100,000 notes take the model some ten minutes): keyed by the generator's version and
-seed, extended by the texts it lacks, written atomically."""
+file (100,000 notes take the model some ten minutes on a quiet machine): keyed by the
+generator's version and seed, extended by the texts it lacks, each file written atomically."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ class VectorCache:
         self.texts: list[str] = []
         self.vectors: Vectors = np.zeros((0, embedder.dimensions), np.float32)
         if self.base.with_suffix(".npy").exists():
-            self.texts = json.loads(self.base.with_suffix(".json").read_text())
-            self.vectors = np.load(self.base.with_suffix(".npy"))
-            assert len(self.texts) == len(self.vectors), f"{self.base}: a damaged cache"
+            texts = json.loads(self.base.with_suffix(".json").read_text())
+            vectors = np.load(self.base.with_suffix(".npy"))
+            # Both only grow, in one order: a run stopped between the two writes leaves one
+            # longer, and the common prefix is right.
+            kept = min(len(texts), len(vectors))
+            self.texts, self.vectors = texts[:kept], vectors[:kept]
         self.row = {text: n for n, text in enumerate(self.texts)}
 
     def of(self, texts: Sequence[str]) -> Vectors:
