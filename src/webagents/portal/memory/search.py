@@ -1,5 +1,6 @@
-"""Hybrid search of one agent's notes: full-text and semantic, merged by reciprocal rank
-fusion. The one place where the two databases differ in queries:
+"""Hybrid search of one agent's notes: full-text and semantic candidates, ordered by
+ranking.py (cosine first, a bonus for the full-text place). The one place where the two
+databases differ in queries:
 
 - full-text: SQLite's FTS5 table `memory_fts` (narrowed to the agent inside FTS5, then to the
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
@@ -31,14 +32,13 @@ from ...portal_wire.memory import SearchHit
 from ..embeddings import Embedder
 from ..errors import BadInput
 from ..storable import check_storable
-from . import vector_cache
+from . import ranking, vector_cache
 from .repository import MemoryStore
 from .schemas import check_namespace
 from .service import entry_out
 
 log = logging.getLogger("webagents.portal.memory")
 
-RRF_K = 60  # the usual constant of reciprocal rank fusion: 1 / (60 + rank)
 MAX_QUERY_WORDS = 32
 MAX_LIMIT = 100
 # Below this cosine a note is not counted as found by meaning (unrelated texts score near 0).
@@ -47,8 +47,8 @@ MIN_SIMILARITY = 0.1
 FTS_NAMESPACE_PHRASES = 8
 _WORD = re.compile(r"\w+")
 # English function words: a note that shares only these with a query ("what is the ...") is
-# not found by its words. Without this, such matches rank in the full-text list, and fused
-# by rank they push aside what meaning found (a query of nothing else keeps them all).
+# not found by its words. Without this, such matches rank in the full-text list, and with
+# its place's bonus push aside what meaning found (a query of nothing else keeps them all).
 STOP_WORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for from
@@ -77,17 +77,49 @@ def search(
     limit: int = 10,
     embedder: Embedder | None,
 ) -> SearchAnswer:
+    size = max(1, min(limit, MAX_LIMIT))
+    found = candidates(store, query, namespaces, pool=max(size * 3, 30), embedder=embedder)
+    ranked = ranking.rank(found.by_text, found.by_meaning)[:size]
+    entries = store.live_by_ids(ranked)
+    text_set, meaning_set = set(found.by_text), {ident for _, ident in found.by_meaning}
+    hits = [
+        SearchHit(
+            **entry_out(entries[i]).model_dump(),
+            matched=_how(i, text_set, meaning_set),
+        )
+        for i in ranked
+        if i in entries
+    ]
+    return SearchAnswer(entries=hits, semantic=found.semantic)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What each half found, best first: full-text ids, and (cosine, id) pairs by meaning."""
+
+    by_text: list[uuid.UUID]
+    by_meaning: list[ranking.Scored]
+    semantic: Semantic
+
+
+def candidates(
+    store: MemoryStore,
+    query: str,
+    namespaces: Sequence[str] | None,
+    *,
+    pool: int,
+    embedder: Embedder | None,
+) -> Candidates:
+    """Up to `pool` notes from each half (bench/search_quality.py ranks them its ways too)."""
     check_storable("q", query)
     words = [w.lower() for w in _WORD.findall(query)][:MAX_QUERY_WORDS]
     if not words:
         raise BadInput("q is empty: send the words to search for", code="empty_query")
     words = [w for w in words if w not in STOP_WORDS] or words
     wanted = sorted({check_namespace(n) for n in namespaces}) if namespaces is not None else None
-    size = max(1, min(limit, MAX_LIMIT))
-    pool = max(size * 3, 30)
     by_text = _full_text(store, words, wanted, pool)
     semantic: Semantic = "off"
-    by_meaning: list[uuid.UUID] = []
+    by_meaning: list[ranking.Scored] = []
     if embedder is not None:
         try:
             by_meaning = _by_meaning(store, embedder, query, wanted, pool)
@@ -95,18 +127,7 @@ def search(
         except Exception:  # a model endpoint down: full-text still answers
             log.warning("semantic search failed; answering with full-text only", exc_info=True)
             semantic = "unavailable"
-    ranked = fuse([by_text, by_meaning])[:size]
-    found = store.live_by_ids(ranked)
-    text_set, meaning_set = set(by_text), set(by_meaning)
-    hits = [
-        SearchHit(
-            **entry_out(found[i]).model_dump(),
-            matched=_how(i, text_set, meaning_set),
-        )
-        for i in ranked
-        if i in found
-    ]
-    return SearchAnswer(entries=hits, semantic=semantic)
+    return Candidates(by_text, by_meaning, semantic)
 
 
 def _how(
@@ -118,16 +139,6 @@ def _how(
     if ident in by_meaning:
         how.append("meaning")
     return how
-
-
-def fuse(rankings: Sequence[Sequence[uuid.UUID]]) -> list[uuid.UUID]:
-    """Reciprocal rank fusion: each list gives 1 / (RRF_K + rank); ties keep first-seen order."""
-    scores: dict[uuid.UUID, float] = {}
-    for ranking in rankings:
-        for rank, ident in enumerate(ranking, 1):
-            scores[ident] = scores.get(ident, 0.0) + 1.0 / (RRF_K + rank)
-    order = {ident: n for n, ident in enumerate(scores)}
-    return sorted(scores, key=lambda i: (-scores[i], order[i]))
 
 
 def _full_text(
@@ -225,7 +236,7 @@ def _by_meaning(
     query: str,
     namespaces: list[str] | None,
     limit: int,
-) -> list[uuid.UUID]:
+) -> list[ranking.Scored]:
     wanted = query_vector(embedder, query)
     found = vector_cache.best(store, embedder.name, embedder.dimensions, namespaces, wanted, limit)
-    return [ident for score, ident in found if score >= MIN_SIMILARITY]
+    return [(score, ident) for score, ident in found if score >= MIN_SIMILARITY]

@@ -1,0 +1,57 @@
+"""The order of a hybrid search's hits (portal/memory/ranking.py, issue 23), on hand-made
+candidate lists: cosine leads, the full-text place adds a bonus; a note found by meaning
+alone beats one found by words alone unless it is nearer by less than the bonus; a note
+among near copies that the full-text list puts first wins; ties keep the full-text order."""
+
+from __future__ import annotations
+
+import uuid
+
+from webagents.portal.memory.ranking import TEXT_WEIGHT, fuse, rank
+
+A, B, C, D, E = (uuid.UUID(int=n) for n in range(1, 6))
+
+
+def test_p5_ranking_puts_a_meaning_only_first_above_a_words_only_first() -> None:
+    """The case reciprocal rank fusion lost: B is found by words alone (first in full text,
+    nowhere near by meaning), A by meaning alone; RRF scores them the same and took B."""
+    by_text, by_meaning = [B], [(0.62, A), (0.30, C)]
+    assert fuse([by_text, [i for _, i in by_meaning]]) == [B, A, C]
+    assert rank(by_text, by_meaning) == [A, B, C]
+
+
+def test_p5_ranking_lets_the_full_text_first_win_among_near_copies() -> None:
+    """The rare word (a code) is in A alone: full text puts A first, meaning cannot tell the
+    copies apart (cosines a few hundredths apart, B's a little higher): A first."""
+    by_text = [A, B, C]
+    by_meaning = [(0.70, B), (0.695, C), (0.69, A)]
+    assert rank(by_text, by_meaning) == [A, B, C]
+
+
+def test_p5_ranking_adds_the_text_bonus_by_place_one_over_n() -> None:
+    """The first place adds TEXT_WEIGHT, the second half of it: C, nearer than B by more
+    than B's bonus, stays above it; D, nearer by less than A's bonus, falls below A."""
+    by_meaning = [(0.50, D), (0.50 - TEXT_WEIGHT / 2, A), (0.45, C), (0.45 - TEXT_WEIGHT, B)]
+    by_text = [A, B]
+    # A: 0.45 + 0.1 = 0.55 > D 0.50 > C 0.45 > B: 0.35 + 0.05 = 0.40
+    assert rank(by_text, by_meaning) == [A, D, C, B]
+
+
+def test_p5_ranking_scores_a_text_only_hit_at_the_lowest_cosine_kept() -> None:
+    """D was found by words alone: no nearer than the semantic list's last (E, 0.2), plus
+    its bonus at the second place (0.05), it passes C (0.24) but not B (0.26)."""
+    by_meaning = [(0.9, A), (0.26, B), (0.24, C), (0.2, E)]
+    assert rank([A, D], by_meaning, text_weight=0.1) == [A, B, D, C, E]
+
+
+def test_p5_ranking_without_meaning_is_the_full_text_order() -> None:
+    """No embedder (or it failed): the full-text list as it came, each note once."""
+    assert rank([C, A, C, B], []) == [C, A, B]
+    assert rank([], []) == []
+
+
+def test_p5_ranking_ties_keep_the_full_text_order_then_the_semantic() -> None:
+    """Equal scores: first the full-text list's order, then the semantic list's."""
+    assert rank([], [(0.5, B), (0.5, A)]) == [B, A]
+    tied = [(0.25, C), (0.375, D), (0.5, A)]  # with the bonuses, 0.5 each (exact in binary)
+    assert rank([C, D], tied, text_weight=0.25) == [C, D, A]
