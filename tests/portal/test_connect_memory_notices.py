@@ -118,6 +118,24 @@ async def test_p12_a_change_committed_in_a_worker_thread_reaches_the_loop() -> N
     await asyncio.sleep(0)  # the loop runs what call_soon_threadsafe handed it, in order
     await notices.idle()
     assert await _sent(connection) == [_notice(4)]
+    await notices.stop()  # the app stopped: what comes after is not handed to the loop
+    notices.from_thread(AGENT, 5)
+    assert connection.outbox.empty()
+
+
+async def test_p12_a_stop_ends_a_telling_that_waits_on_the_database() -> None:
+    registry = Registry()
+    waited = asyncio.Event()
+
+    async def elsewhere(agent_id: uuid.UUID, cursor: int) -> None:
+        waited.set()
+        await asyncio.Event().wait()  # the directory never answers
+
+    notices = MemoryNotices(registry, elsewhere)
+    notices.changed(AGENT, 1)
+    await waited.wait()
+    await notices.stop()
+    await notices.idle()  # nothing left under way
 
 
 class _Bus:

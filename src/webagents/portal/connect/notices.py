@@ -72,6 +72,15 @@ class MemoryNotices:
             connection.memory_changed(cursor)
 
     async def idle(self) -> None:
-        """Every telling under way has ended (tests, and a stop)."""
+        """Every telling under way has ended."""
         while self._telling:
             await asyncio.gather(*self._telling.values(), return_exceptions=True)
+
+    async def stop(self) -> None:
+        """The app stops: the tellings under way end now (a database that does not answer
+        must not hold the stop), and later changes are not handed to the closing loop."""
+        self._loop = None
+        tellings = list(self._telling.values())
+        for telling in tellings:
+            telling.cancel()
+        await asyncio.gather(*tellings, return_exceptions=True)

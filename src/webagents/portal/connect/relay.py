@@ -74,7 +74,7 @@ class Relay:
         return not self._settings.is_sqlite
 
     async def stop(self) -> None:
-        await self.notices.idle()
+        await self.notices.stop()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
