@@ -22,6 +22,7 @@ until B's reply shows the note: the figure is the time from A's reply to that re
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -79,8 +80,29 @@ def ask(client: httpx.Client, url: str, text: str) -> str:
     return str(answer.json()["choices"][0]["message"]["content"])
 
 
-def measure(client: httpx.Client, a: str, b: str, writes: int, how: str) -> list[float]:
-    """Seconds from each write's reply through A to B's first reply that shows it."""
+def in_portal(client: httpx.Client, portal: str, agent_key: str, key: str) -> str:
+    """The note as the portal's memory store has it (A's push), for the "portal" row."""
+    answer = client.get(
+        f"{portal}/api/storage/memory-scoped",
+        params={"action": "get", "namespace": "owner", "key": key},
+        headers={"Authorization": f"Bearer {agent_key}"},
+    )
+    answer.raise_for_status()
+    return answer.text
+
+
+def look(client: httpx.Client, b: str | tuple[str, str], how: str, key: str) -> str:
+    """B's answer (the note, its list, or no such note), or the portal's for a tuple b."""
+    if isinstance(b, tuple):
+        return in_portal(client, *b, key)
+    return ask(client, b, f"read {key}" if how == "read" else "list")
+
+
+def measure(
+    client: httpx.Client, a: str, b: str | tuple[str, str], writes: int, how: str
+) -> list[float]:
+    """Seconds from each write's reply through A to B's first reply that shows it (or, for
+    `how` "portal", b being the portal and A's key: the portal's)."""
     run_id = uuid.uuid4().hex[:8]
     seen = []
     for n in range(writes):
@@ -88,8 +110,8 @@ def measure(client: httpx.Client, a: str, b: str, writes: int, how: str) -> list
         token = f"token-{uuid.uuid4().hex}"
         ask(client, a, f"write {key} {token}")
         written = time.perf_counter()
-        question = f"read {key}" if how == "read" else "list"
-        while token not in ask(client, b, question):
+
+        while token not in look(client, b, how, key):
             if time.perf_counter() - written > GUARD:
                 raise RuntimeError(f"{key} was not read through B within {GUARD:g} s")
         seen.append(time.perf_counter() - written)
@@ -145,6 +167,12 @@ def main() -> None:
                     processes.append(process)
                     urls.append(url)
                     wait_for(home.parent / f"serve-{folder.parent.name}.log", CONNECTED)
+                config = json.loads((folders[0] / ".webagents" / "config.json").read_text())
+                agent_key = (homes[0] / "agents" / f"{config['link']['agentId']}.key").read_text()
+                portal_row = measure(
+                    client, urls[0], (portal_url, agent_key.strip()), options.writes, "portal"
+                )
+                rows.append(("in the portal (A's push alone)", portal_row))
                 for how in ("read", "list"):
                     ask(client, urls[0], "list")  # each process's first block: pulled
                     ask(client, urls[1], "list")
