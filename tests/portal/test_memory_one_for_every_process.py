@@ -61,10 +61,10 @@ class Machine:
         return kept.exists()
 
 
-def _until(condition: Callable[[], bool], what: str) -> None:
+def _until(condition: Callable[[], bool], what: Callable[[], str]) -> None:
     deadline = time.monotonic() + GUARD
     while not condition():
-        assert time.monotonic() < deadline, f"never within the guard: {what}"
+        assert time.monotonic() < deadline, f"never within the guard: {what()}"
         time.sleep(0.05)
 
 
@@ -108,7 +108,7 @@ def test_p12_two_serve_processes_of_one_agent_share_one_memory_and_one_survives_
             seen.append(say("what do you remember"))
             return seen[-1][1] == other and note in seen[-1][0]
 
-        _until(read, f"{note!r} read through machine {other}: {seen}")
+        _until(read, lambda: f"{note!r} read through machine {other}: {seen}")
 
     try:
         for machine in machines:
@@ -123,7 +123,10 @@ def test_p12_two_serve_processes_of_one_agent_share_one_memory_and_one_survives_
 
         machines[0].process.popen.send_signal(signal.SIGKILL)
         machines[0].process.popen.wait()
-        _until(lambda: _connections(fresh_database_url) == 1, "the killed one's connection let go")
+        _until(
+            lambda: _connections(fresh_database_url) == 1,
+            lambda: "the portal let the killed one's connection go",
+        )
         after = [say(f"hello {n}") for n in range(6)]
         assert [machine for _, machine in after] == [1] * 6
         assert "the launch is Friday" in say("what do you remember")[0]
