@@ -48,6 +48,21 @@ def wait_for(log: Path, text: str) -> None:
     raise RuntimeError(f"never said {text!r}:\n{log.read_text(errors='replace')[-3000:]}")
 
 
+def stop_all(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the servers a benchmark started, the last started first."""
+    for process in reversed(processes):
+        process.terminate()
+        process.wait(timeout=15)
+
+
+def heading(script: str) -> str:
+    """The first line of a benchmark's table: the script, the date and the machine."""
+    return (
+        f"# bench/{script}, {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=600)
@@ -135,15 +150,9 @@ def main() -> None:
                     print(f"--- {name}\n{said}", file=sys.stderr)
             raise
         finally:
-            for process in reversed(processes):
-                process.terminate()
-                process.wait(timeout=15)
+            stop_all(processes)
 
-    print(
-        f"# bench/connect.py, {time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-        f"{os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{options.requests} requests per row\n"
-    )
+    print(f"{heading('connect.py')}, {options.requests} requests per row\n")
     print(
         "| API | clients | agent served directly: req/s | p50 ms | p95 ms "
         "| through the portal and Connect: req/s | p50 ms | p95 ms | added p50 ms "

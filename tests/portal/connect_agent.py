@@ -25,6 +25,7 @@ class Seen:
     hellos: list[dict[str, Any]] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     cancels: list[str] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # memory_changed notices
 
 
 def answer_text(request: dict[str, Any]) -> str:
@@ -87,6 +88,8 @@ class ConnectAgent:
                 self.seen.hellos.append(message)
             elif message["type"] == "cancel":
                 self.seen.cancels.append(message["id"])
+            elif message["type"] == "memory_changed":
+                self.seen.memory.append(message)
             elif message["type"] == "request":
                 self.seen.requests.append(message)
                 if await self._answer(socket, message) == "dropped":

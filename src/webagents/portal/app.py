@@ -45,6 +45,7 @@ from .db.engine import make_engine, make_reading_sessions, make_sessions
 from .embeddings import Embedder, make_embedder
 from .errors import PortalError
 from .memory import api as memory_api
+from .memory import changes as memory_changes
 from .memory import forget_pages as memory_forget_pages
 from .memory import pages as memory_pages
 from .memory.embedding_queue import EmbeddingWorker
@@ -89,6 +90,7 @@ def create_app(
             worker = EmbeddingWorker(app.state.sessions, chosen)
             worker.start()
         app.state.embedding_worker = worker
+        app.state.relay.start()
         try:
             yield
         finally:
@@ -112,6 +114,7 @@ def create_app(
     app.state.embedder = chosen
     app.state.embedding_worker = None
     app.state.relay = Relay(app.state.sessions, settings)
+    memory_changes.listen(app.state.sessions, app.state.relay.notices.from_thread)
 
     # The routers agents call most first: FastAPI tries them in order, and no path of these
     # two is another router's, so the order decides nothing but the time a match takes.

@@ -26,12 +26,13 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from ..home import agent_key_file, is_agent_id
-from ..portal_wire.connect import Cancel, ErrorFrame, Hello
+from ..portal_wire.connect import Cancel, ErrorFrame, Hello, MemoryChanged
 from ..server.hosting import AgentHost, ServedAgent
 from ..server.relay import Frame, RelayedRequest, SendFrame
 from ..skills.auth import AuthSkill
 from .errors import first_problem
 from .login import AGENT_TOKEN_ENV, load_login, portal_url
+from .memory_sync.sync import PortalSync
 
 log = logging.getLogger("webagents.connect")
 
@@ -258,6 +259,7 @@ class AgentConnection:
             self._start_task(served.verifier.relay.warm(), "connect-keys")
         self.public_url = hello.public_url
         self._up_since = asyncio.get_running_loop().time()
+        self._memory_changed(None)  # notices may have been missed while it was not connected
         again = f" again after {tries} tries" if tries else ""
         self._say(
             logging.INFO,
@@ -297,6 +299,17 @@ class AgentConnection:
                 running.cancel()
         elif kind == "ping":
             await send({"type": "pong"})
+        elif kind == "memory_changed":
+            self._memory_changed(MemoryChanged.model_validate(frame, strict=True).cursor)
+
+    def _memory_changed(self, cursor: str | None) -> None:
+        """The agent's memory changed in the portal (another process of it wrote, or its
+        owner): the served agent's portal sync pulls at once (`memory: {portal: true}`)."""
+        served = self.host.get(self.target.agent)
+        memory = served.agent.skill("memory") if served is not None else None
+        sync = getattr(memory, "sync", None)
+        if isinstance(sync, PortalSync):
+            sync.changed_in_portal(cursor)
 
     @staticmethod
     async def _failed(message: str | bytes, send: SendFrame) -> None:

@@ -38,5 +38,14 @@ class ErrorFrame(BaseModel):
     code: str
 
 
+class MemoryChanged(BaseModel):
+    """The agent's memory store changed (a write through any of its processes, the owner's
+    pages, a forget, a restore, retention): its feed is at `cursor` (a sync cursor, opaque,
+    as `action=sync` answers it). The agent pulls; a process already there pulls nothing."""
+
+    type: Literal["memory_changed"] = "memory_changed"
+    cursor: str
+
+
 PONG = '{"type":"pong"}'
 """The answer to a ping, the agent's and the portal's: a frame with nothing but its type."""

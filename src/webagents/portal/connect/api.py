@@ -188,7 +188,7 @@ async def _refuse(websocket: WebSocket, exc: Unauthorized) -> None:
 async def _write(websocket: WebSocket, connection: LiveConnection) -> None:
     try:
         while True:
-            await websocket.send_text(await connection.outbox.get())
+            await websocket.send_text(await connection.next_frame())
     except Exception:  # closed: the reader sees it too and ends the connection
         return
 

@@ -24,6 +24,10 @@ MAX_REPLY_CHARS = 16 * 1024 * 1024
 # Frames waiting to go to one agent's WebSocket; past this the agent is busy (503).
 MAX_OUTBOX_FRAMES = 256
 
+# The place of a memory notice in a connection's outbox: the frame is made as it is sent,
+# with the latest cursor then (never a JSON frame, so never an agent's reply).
+MEMORY_NOTICE = "memory_changed"
+
 DISCONNECTED = (
     "the agent's connection to the portal dropped before its reply was complete: send the "
     "request again (the agent reconnects by itself)"
@@ -186,6 +190,25 @@ class LiveConnection:
         self.outbox: asyncio.Queue[str] = asyncio.Queue(MAX_OUTBOX_FRAMES)
         self.pending: dict[str, Sink] = {}
         self.closed = False
+        self._memory_cursor = 0
+        self._memory_queued = False
+
+    def memory_changed(self, cursor: int) -> None:
+        """Tell the agent its memory changed: at most one notice waits in the outbox, and it
+        carries the latest cursor when it is sent (a burst of writes is one or two frames)."""
+        self._memory_cursor = max(self._memory_cursor, cursor)
+        if self._memory_queued or self.closed or self.outbox.full():
+            return  # the one queued says the latest; a full outbox: the agent is not reading
+        self._memory_queued = True
+        self.outbox.put_nowait(MEMORY_NOTICE)
+
+    async def next_frame(self) -> str:
+        """The next frame to send to the agent (the writer's one read of the outbox)."""
+        text = await self.outbox.get()
+        if text is MEMORY_NOTICE:
+            self._memory_queued = False
+            return protocol.memory_changed(self._memory_cursor)
+        return text
 
     def post(self, text: str) -> None:
         """Queue a frame for the agent; a full queue drops it (a pong, a cancel: the agent
@@ -257,6 +280,10 @@ class Registry:
 
     def get(self, connection_id: uuid.UUID) -> LiveConnection | None:
         return self._by_id.get(connection_id)
+
+    def of(self, agent_id: uuid.UUID) -> list[LiveConnection]:
+        """The agent's connections held here."""
+        return list(self._by_agent.get(agent_id, []))
 
     def count(self, agent_id: uuid.UUID) -> int:
         return len(self._by_agent.get(agent_id, []))

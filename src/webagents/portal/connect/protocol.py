@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ...portal_wire.connect import ErrorFrame, Hello
+from ...portal_wire.connect import ErrorFrame, Hello, MemoryChanged
 
 # A bad or missing agent key when the handshake could not be refused before the upgrade.
 CLOSE_UNAUTHORIZED = 4401
@@ -64,6 +64,10 @@ def request(
 
 def cancel(request_id: str) -> str:
     return _dump({"type": "cancel", "id": request_id})
+
+
+def memory_changed(cursor: int) -> str:
+    return _dump(MemoryChanged(cursor=str(cursor)).model_dump())
 
 
 def error(request_id: str, status: int, message: str, code: str) -> dict[str, Any]:

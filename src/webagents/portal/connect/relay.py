@@ -30,6 +30,7 @@ from . import protocol
 from .bus import Bus
 from .directory import HEARTBEAT, RELAY, Directory, Holder
 from .live import LiveConnection, Registry, Reply
+from .notices import MemoryNotices
 
 log = logging.getLogger("webagents.portal.connect")
 
@@ -62,12 +63,18 @@ class Relay:
         self._heartbeat: asyncio.Task[None] | None = None
         self._waiting: dict[str, Reply] = {}  # requests of ours answered by another process
         self._serving: dict[str, LiveConnection] = {}  # another process's requests, here
+        self.notices = MemoryNotices(self.registry, self._notice_elsewhere)
+
+    def start(self) -> None:
+        """On the app's loop, at its start: memory notices go to this loop from then on."""
+        self.notices.bind(asyncio.get_running_loop())
 
     @property
     def spans_processes(self) -> bool:
         return not self._settings.is_sqlite
 
     async def stop(self) -> None:
+        await self.notices.stop()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -167,7 +174,31 @@ class Relay:
                 self._bus = bus
             return self._bus
 
+    async def _notice_elsewhere(self, agent_id: uuid.UUID, cursor: int) -> None:
+        """A memory notice for the processes holding the agent's other connections."""
+        if not self.spans_processes:
+            return
+        holders = await asyncio.to_thread(self.directory.holders, agent_id)
+        if not holders:
+            return
+        bus = await self._ensure_bus()
+        notice = {"kind": "memory_changed", "agent_id": str(agent_id), "cursor": cursor}
+        for process_id in {holder.process_id for holder in holders}:
+            bus.post(process_id, notice)
+
+    def _notice_from_bus(self, message: dict[str, Any]) -> None:
+        cursor = message.get("cursor")
+        try:
+            agent_id = uuid.UUID(str(message.get("agent_id")))
+        except ValueError:
+            return
+        if isinstance(cursor, int):
+            self.notices.tell_here(agent_id, cursor)
+
     def _on_bus(self, message: dict[str, Any]) -> None:
+        if message.get("kind") == "memory_changed":
+            self._notice_from_bus(message)
+            return
         kind, request_id = message.get("kind"), message.get("id")
         if not isinstance(request_id, str):
             return

@@ -70,6 +70,11 @@ class MemoryStore:
         self._session.flush()
 
     @property
+    def info(self) -> dict[Any, Any]:
+        """The transaction's notes for after its commit (changes.py: who is told of it)."""
+        return self._session.info
+
+    @property
     def on_postgresql(self) -> bool:
         """For full-text search, whose SQL is one database's or the other's (search.py)."""
         return dialect.is_postgresql(self._session)

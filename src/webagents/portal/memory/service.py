@@ -17,6 +17,7 @@ from ...portal_wire.memory import EntryOut
 from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict, NotFound
 from ..storable import check_storable
+from .changes import changed as tell_after_commit
 from .quotas import DEFAULT_QUOTAS, MemoryQuotas, check_write
 from .repository import MemoryStore
 from .schemas import (
@@ -177,6 +178,7 @@ def put(
     store.flush()
     store.count(added, grown, size)
     store.prune_versions(entry.id, quotas.versions_per_entry)
+    tell_after_commit(store.info, store.agent_id, cursor)
     return entry_out(entry)
 
 
@@ -215,6 +217,7 @@ def delete(
     store.flush()
     if quotas is not None:
         store.prune_versions(current.id, quotas.versions_per_entry)
+    tell_after_commit(store.info, store.agent_id, cursor)
     return True
 
 

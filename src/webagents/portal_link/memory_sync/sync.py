@@ -32,12 +32,12 @@ from pathlib import Path
 from ...errors import WebAgentsError
 from ...notes.index import MemoryIndex
 from ...notes.store import NoteStore
-from ...portal_wire.memory import SearchAnswer
+from ...portal_wire.memory import EntryOut, SearchAnswer
 from ...rights import synced
 from ..client import PortalClient
 from ..errors import PortalUnreachable
-from .files import PortalLink, SyncFiles, now, put_line
-from .pull import Puller
+from .files import PortalLink, SyncFiles, entry_id, now, put_line
+from .pull import ALL, Puller
 from .push import Pusher
 
 log = logging.getLogger("webagents.memory")
@@ -80,6 +80,8 @@ class PortalSync:
         """Set when the thread's first round ended, whatever its outcome."""
         self._unreachable = False
         self.last_error: str | None = None
+        self._pulled: str | None = None
+        """The cursor this process's last pull of every namespace reached."""
 
     # -- what the skill calls -------------------------------------------------------------------
 
@@ -161,6 +163,8 @@ class PortalSync:
                 with self.connect() as client:
                     self.pusher.drain(client, state)
                     self.puller.pull(client, state, namespaces)
+                if namespaces is None:
+                    self._pulled = state.cursors.get(ALL)
                 state.last_sync = now()
                 self.files.save(state)
         except PortalUnreachable as exc:
@@ -185,6 +189,44 @@ class PortalSync:
         self._unreachable = False
         self.last_error = None
         return True
+
+    # -- the other processes of the agent --------------------------------------------------------
+
+    def changed_in_portal(self, cursor: str | None) -> None:
+        """The portal said (Portal Connect) that the agent's memory changed, its feed now at
+        `cursor` (None: it may have, as after a reconnect): a round at once, unless the last
+        pull here reached that cursor already. The thread runs one round at a time, and a
+        notice during a round brings one more after it (its wake is cleared before each)."""
+        if cursor is not None and cursor == self._pulled:
+            return
+        self._wake.set()
+
+    def read_through(self, namespaces: list[str], key: str) -> EntryOut | None:
+        """The note `key` that this machine does not have, as the portal has it in the first
+        of `namespaces` (the caller's, in rights' order) that does: another process of the
+        agent may have written it since the last pull. None when none has it, where a change
+        here still waits to be pushed (this machine's word stands until then), or when the
+        portal does not answer (then nothing is waited for: the read says what is here). A
+        round is woken to bring the note here."""
+        carried = [namespace for namespace in namespaces if synced(namespace)]
+        if not carried or self._unreachable:
+            return None
+        waiting = {
+            entry_id(str(c.get("namespace")), str(c.get("key")))
+            for _, c in self.files.pending(self.files.load().offset)
+        }
+        try:
+            with self.connect() as client:
+                for namespace in carried:
+                    if entry_id(namespace, key) in waiting:
+                        return None
+                    found = client.memory_get(namespace, key)
+                    if found is not None and found.namespace == namespace and found.key == key:
+                        self._wake.set()
+                        return found
+        except WebAgentsError as exc:  # PortalUnreachable too: what is here is the answer
+            log.info("memory: the portal was not asked for %r (%s)", key, exc)
+        return None
 
     # -- what conversations see -------------------------------------------------------------
 

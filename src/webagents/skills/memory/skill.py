@@ -27,9 +27,10 @@ from ...notes.index import MemoryIndex
 from ...notes.layout import EPISODE_PREFIX, check_key
 from ...notes.note_file import Note, NoteFormatError, first_line_summary
 from ...notes.store import Limits, NoteStore
-from ...portal_link.memory_sync.files import notes_root, portal_link
+from ...portal_link.memory_sync.files import local_time, notes_root, portal_link
 from ...portal_link.memory_sync.search import portal_results
 from ...portal_link.memory_sync.sync import UNREACHABLE, PortalSync
+from ...portal_wire.memory import EntryOut
 from ...rights import Rights, rights_of
 from ..base import ChatIO, Skill, SlashCommand, Tool
 from .prompt import memory_block
@@ -248,13 +249,18 @@ class MemorySkill(Skill[MemorySettings]):
     async def read(self, ctx: Context, key: str, namespace: str | None = None) -> Any:
         rights = rights_of(ctx.caller)
         check_key(key, episode=True)
-        for candidate in self._readable(rights, namespace) if namespace else rights.lookup_order():
+        candidates = self._readable(rights, namespace) if namespace else rights.lookup_order()
+        for candidate in candidates:
             try:
                 note = self.store.read(candidate, key)
             except NoteFormatError as exc:
                 raise ToolError(f"the note {key!r} cannot be read: {exc}") from None
             if note is not None:
                 return _full(note)
+        if self._sync is not None:  # another process of the agent may have just written it
+            found = await asyncio.to_thread(self._sync.read_through, candidates, key)
+            if found is not None:
+                return _full(_note_of(found))
         raise ToolError(f"there is no note {key!r}; memory_list shows the keys")
 
     async def write(
@@ -457,6 +463,13 @@ def _failed(sync: PortalSync) -> str:
     if sync.last_error in (None, UNREACHABLE):
         return f"the portal {sync.link.url} did not answer"
     return f"the sync with the portal {sync.link.url} failed ({sync.last_error})"
+
+
+def _note_of(entry: EntryOut) -> Note:
+    """The portal's entry as the note it becomes here once pulled."""
+    kind = "episode" if entry.key.startswith(EPISODE_PREFIX) else "note"
+    updated = local_time(entry.updated_at)
+    return Note(entry.namespace, entry.key, entry.content, entry.description, updated, kind)
 
 
 def _full(note: Note) -> dict[str, Any]:
