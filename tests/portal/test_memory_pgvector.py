@@ -5,22 +5,24 @@ the HNSW index's iterative scan."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-
 import numpy as np
-import numpy.typing as npt
 import pytest
+from alembic import command
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from webagents.portal import admin
+from webagents.portal.accounts.scope import SystemScope
 from webagents.portal.db import pgvector
-from webagents.portal.db.tables import MemoryEntry, MemoryVector
+from webagents.portal.db.engine import make_engine, make_sessions
+from webagents.portal.db.migrate import alembic_config, upgrade
 from webagents.portal.memory import search as searching
 from webagents.portal.memory import service, vector_cache, vector_index
 from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore
+from webagents.portal.settings import PortalSettings
 
+from .bulk_notes import bulk_notes
 from .memory_helpers import SynonymEmbedder, publish, publish_for
 
 BOB = ["caller:bob", "shared"]
@@ -108,51 +110,6 @@ def test_p5_pgvector_search_finds_what_the_cache_finds_and_keeps_nothing_in_the_
     assert vector_cache.cached() == {}
 
 
-def _stored(
-    db: Session,
-    store: MemoryStore,
-    namespaces: list[str],
-    vectors: npt.NDArray[np.float32],
-    model: str,
-) -> dict[uuid.UUID, int]:
-    """Notes with their vectors, written in bulk (the queue's path has its own tests; a
-    put and an embedding per note would take minutes here): entry id -> row."""
-    now = datetime.now(UTC)
-    first = store.next_cursor()
-    entries = [
-        MemoryEntry(
-            id=uuid.uuid4(),
-            agent_id=store.agent_id,
-            namespace=namespace,
-            key=f"n{n}",
-            description="",
-            content=f"note {n}",
-            content_sha256="0" * 64,
-            source="",
-            created_at=now,
-            updated_at=now,
-            cursor=first,
-        )
-        for n, namespace in enumerate(namespaces)
-    ]
-    db.add_all(entries)
-    store.count(len(entries), 0)
-    db.flush()
-    db.add_all(
-        MemoryVector(
-            entry_id=entry.id,
-            agent_id=store.agent_id,
-            model=model,
-            entry_cursor=first,
-            vector=vectors[n].tobytes(),
-        )
-        for n, entry in enumerate(entries)
-    )
-    db.flush()
-    pgvector.keep(db, model, [(entry.id, vectors[n].tolist()) for n, entry in enumerate(entries)])
-    return {entry.id: n for n, entry in enumerate(entries)}
-
-
 NOTES, NAMESPACES, QUERIES, DIMENSIONS = 3000, 20, 50, 384
 
 
@@ -179,10 +136,11 @@ def test_p5_pgvector_recall_at_10_matches_exact_ranking_on_random_vectors(
     published = publish(db)
     store = MemoryStore.for_agent(db, published.scope)
     model = "test-random-v1"
-    ids = _stored(db, store, namespace_of, vectors, model)
+    notes = [(namespace, f"n{n}", f"note {n}") for n, namespace in enumerate(namespace_of)]
+    ids = {ident: n for n, ident in enumerate(bulk_notes(db, store, notes, vectors, model))}
     # Another agent with the same vectors: half the index's graph, never in the results.
     other = MemoryStore.for_agent(db, publish_for(db, published.owner, "other").scope)
-    _stored(db, other, namespace_of, vectors, model)
+    bulk_notes(db, other, notes, vectors, model)
     db.execute(text("ANALYZE memory_entries, memory_vectors"))  # as autovacuum would
 
     def exact(query: np.ndarray, wanted: set[str] | None) -> list[int]:  # type: ignore[type-arg]
@@ -217,3 +175,51 @@ def test_p5_pgvector_recall_at_10_matches_exact_ranking_on_random_vectors(
     assert "hnsw" not in vector_index.plan(
         store, model, DIMENSIONS, asked[0], query, 10, indexed=False
     )
+
+
+@pytest.mark.pgvector(only=True)
+def test_p5_migration_0014_copies_stored_vectors_into_pgvector_and_its_downgrade_drops_them(
+    fresh_database_url: str,
+) -> None:
+    """A portal that kept vectors before pgvector (at 0013) finds them ranked by the
+    database after 0014: the column filled from the bytes, the model's index made; the
+    downgrade leaves the bytes as they were and search back in the process."""
+    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    embedder = SynonymEmbedder()
+    try:
+        with engine.connect() as connection:
+            command.upgrade(alembic_config(connection), "0013")
+            connection.commit()
+        with make_sessions(engine)() as db:
+            store = MemoryStore.for_agent(db, publish(db).scope)
+            _put(store, "caller:bob", "pets", "a puppy")
+            _put(store, "caller:bob", "cars", "a car")
+            embed_due(db, embedder)
+            agent = store.agent_id
+            db.commit()
+        upgrade(engine)
+        with admin.transaction(engine) as db:
+            copied = db.execute(
+                text("SELECT count(*) FROM memory_vectors WHERE embedding IS NOT NULL")
+            ).scalar()
+            indexes = db.execute(
+                text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors'")
+            ).scalars()
+            assert (copied, pgvector.index_name(embedder.name, embedder.dimensions) in indexes) == (
+                2,
+                True,
+            )
+            store = MemoryStore.for_system(db, SystemScope("test"), agent)
+            assert store is not None and store.ranks_vectors
+            vector_cache.clear()
+            assert _found(store, embedder, "dog", BOB) == [("caller:bob", "pets", ["meaning"])]
+            assert vector_cache.cached() == {}
+        with engine.connect() as connection:
+            command.downgrade(alembic_config(connection), "0013")
+            connection.commit()
+        with admin.transaction(engine) as db:
+            store = MemoryStore.for_system(db, SystemScope("test"), agent)
+            assert store is not None and not store.ranks_vectors
+            assert _found(store, embedder, "dog", BOB) == [("caller:bob", "pets", ["meaning"])]
+    finally:
+        engine.dispose()

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Connection, Engine, Result, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.types import UserDefinedType
 
 from . import dialect
 
@@ -35,6 +37,20 @@ log = logging.getLogger("webagents.portal")
 COLUMN = "embedding"
 INDEX_PREFIX = "memory_vectors_hnsw_"
 BACKFILL_BATCH = 2000
+MIN_VERSION = (0, 8)  # hnsw.iterative_scan (vector_index.py)
+
+
+class VectorType(UserDefinedType[object]):
+    """pgvector's type, named so that reflecting memory_vectors (the migrations' comparison
+    with the models) knows the column instead of warning about it."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_: Any) -> str:
+        return "vector"
+
+
+postgresql.base.ischema_names.setdefault("vector", VectorType)
 
 _in_use: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
 _indexed: set[tuple[str, str, int]] = set()  # (database, model, dimensions) known indexed
@@ -94,10 +110,21 @@ def enable(connection: Connection) -> bool:
     SQLite or without the extension."""
     if not dialect.is_postgresql(connection):
         return False
-    available = _execute(
-        connection, "SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'"
+    version = _execute(
+        connection,
+        "SELECT coalesce(installed_version, default_version) FROM pg_available_extensions "
+        "WHERE name = 'vector'",
     ).scalar()
-    if not available:
+    if version is None:
+        return False
+    if _older(str(version), MIN_VERSION):
+        log.warning(
+            "pgvector %s is older than %s (iterative index scans): search ranks vectors in "
+            "the portal process; update the extension (ALTER EXTENSION vector UPDATE) and "
+            "restart the portal",
+            version,
+            ".".join(map(str, MIN_VERSION)),
+        )
         return False
     try:
         with connection.begin_nested():
@@ -131,6 +158,11 @@ def enable(connection: Connection) -> bool:
     with _lock:
         _in_use[connection.engine] = True
     return True
+
+
+def _older(version: str, least: tuple[int, ...]) -> bool:
+    parts = tuple(int(p) for p in version.split(".")[: len(least)] if p.isdigit())
+    return parts < least
 
 
 def index_name(model: str, dimensions: int) -> str:
