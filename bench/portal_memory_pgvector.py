@@ -60,6 +60,7 @@ from tests.portal.pgvector import _bin_dir, _VectorCluster
 from webagents.portal import admin
 from webagents.portal.accounts.auth import agent_key_scope
 from webagents.portal.admin import open_database
+from webagents.portal.db import pgvector
 from webagents.portal.embeddings import Embedder, make_embedder
 from webagents.portal.memory import vector_cache, vector_index
 from webagents.portal.memory.repository import MemoryStore
@@ -83,6 +84,10 @@ def bulk_load(engine: Engine, key: str, batch: list[Note], dimensions: int, mode
     keep_vectors ends), 5000 a transaction: seconds for all of it."""
     began = time.perf_counter()
     rng = np.random.default_rng(1)
+    # The model's index built once after the load (as 0014's backfill does), not row by row:
+    # marked made for this process now, made at the end.
+    made = (str(engine.url), model, dimensions)
+    pgvector._indexed.add(made)
     for start in range(0, len(batch), 5000):
         part = batch[start : start + 5000]
         vectors = rng.standard_normal((len(part), dimensions)).astype(np.float32)
@@ -90,6 +95,9 @@ def bulk_load(engine: Engine, key: str, batch: list[Note], dimensions: int, mode
         with admin.transaction(engine) as db:
             store = MemoryStore.for_agent(db, agent_key_scope(db, f"Bearer {key}"))
             bulk_notes(db, store, [(n.namespace, n.key, n.content) for n in part], vectors, model)
+    pgvector._indexed.discard(made)
+    with engine.begin() as connection:
+        pgvector.ensure_index(connection, model, dimensions)
     return time.perf_counter() - began
 
 
@@ -218,7 +226,21 @@ def langgraph(
     libpq = url.replace("postgresql+psycopg://", "postgresql://")
     with PostgresStore.from_conn_string(libpq, index=index) as store:  # type: ignore[arg-type]
         store.setup()
+        with store.conn.cursor() as cursor:  # its HNSW index built after the load, as ours
+            cursor.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'store_vectors' "
+                "AND indexdef LIKE '%hnsw%'"
+            )
+            rebuilt = [(row["indexname"], row["indexdef"]) for row in cursor.fetchall()]
+            for name, _ in rebuilt:
+                cursor.execute(f"DROP INDEX {name}")
         loaded = langgraph_load(store, batch, index=True)
+        began = time.perf_counter()
+        with store.conn.cursor() as cursor:
+            for _, definition in rebuilt:
+                cursor.execute(definition)
+        loaded += time.perf_counter() - began
+        print(f"  PostgresStore's HNSW index rebuilt: {[n for n, _ in rebuilt]}", flush=True)
         passes = [
             {"load s": loaded, **langgraph_ops(store, asked, repeat, listed=False)} for _ in (1, 2)
         ]
