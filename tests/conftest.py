@@ -17,6 +17,7 @@ from webagents.portal.accounts.passwords import CHEAP_FOR_TESTS_ENV
 # Hypothesis' budgets; the e2e marker set by what a test uses; a line per test file as it ends.
 pytest_plugins = [
     "tests.portal.databases",
+    "tests.portal.pgvector",
     "tests.portal.browsers",
     "tests.budgets",
     "tests.selection",

@@ -20,7 +20,7 @@ from webagents.portal.db.engine import make_engine, read_request_session, reques
 from webagents.portal.db.migrate import upgrade
 from webagents.portal.settings import PortalSettings
 
-from .databases import PostgresServer
+from .databases import PGVECTOR, PostgresServer
 from .processes import Served
 
 PASSWORD = "correct horse battery staple"
@@ -29,7 +29,8 @@ PASSWORD = "correct horse battery staple"
 def _new_database(kind: str, folder: Path, request: pytest.FixtureRequest) -> str:
     if kind == "sqlite":
         return f"sqlite+pysqlite:///{folder / 'portal.db'}"
-    server: PostgresServer = request.getfixturevalue("postgres_server")
+    fixture = "pgvector_server" if kind == PGVECTOR else "postgres_server"
+    server: PostgresServer = request.getfixturevalue(fixture)
     return server.new_database()
 
 

@@ -24,14 +24,16 @@ import pytest
 POSTGRES_URL_ENV = "WEBAGENTS_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_ENV = "WEBAGENTS_REQUIRE_POSTGRES"
 KINDS = ("sqlite", "postgresql")
+PGVECTOR = "pgvector"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--db",
-        choices=[*KINDS, "both"],
+        choices=[*KINDS, PGVECTOR, "both"],
         default="both",
-        help="the database(s) the portal tests run on (default: both)",
+        help="the database(s) the portal tests run on (default: both; and pgvector where a "
+        "module is marked so: tests/portal/pgvector.py)",
     )
 
 
@@ -39,7 +41,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "database_kind" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--db")
         kinds = list(KINDS) if chosen == "both" else [chosen]
+        kinds = with_pgvector(metafunc, chosen, kinds)
         metafunc.parametrize("database_kind", kinds, scope="session")
+
+
+def with_pgvector(metafunc: pytest.Metafunc, chosen: str, kinds: list[str]) -> list[str]:
+    """The kinds, and PostgreSQL with pgvector for a test marked `pytest.mark.pgvector`
+    (by default, or alone with --db pgvector; `pgvector(only=True)`: on it alone); --db
+    pgvector runs no unmarked test."""
+    marker = metafunc.definition.get_closest_marker(PGVECTOR)
+    if marker is None:
+        return [] if chosen == PGVECTOR else kinds
+    if chosen == PGVECTOR or marker.kwargs.get("only"):
+        return [PGVECTOR] if chosen in (PGVECTOR, "both") else []
+    return [*kinds, PGVECTOR] if chosen == "both" else kinds
 
 
 class PostgresServer:

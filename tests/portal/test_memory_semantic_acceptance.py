@@ -76,6 +76,7 @@ def _ask(api: Any, published: Published, query: str) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.pgvector  # and ranked by the database where it has pgvector
 def test_p5_semantic_search_through_the_store_finds_the_note_by_meaning(
     settings: PortalSettings, migrated_engine: Engine, db: Session, local: Embedder
 ) -> None:

@@ -13,7 +13,7 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, text
 
-from . import dialect
+from . import dialect, pgvector
 from .tables import Base
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -24,12 +24,19 @@ _MIGRATION_LOCK = 0x77E6A9E5
 # Full-text search's dialect-only part (made by migration 0006, not declared in the models):
 # SQLite's FTS5 table with its shadow tables, PostgreSQL's tsvector column and its index.
 DIALECT_ONLY_TABLE_PREFIX = "memory_fts"
-DIALECT_ONLY_NAMES = {("column", "search_vector"), ("index", "ix_memory_entries_search_vector")}
+# And pgvector's column of memory_vectors and its indexes, where the extension is (pgvector.py).
+DIALECT_ONLY_NAMES = {
+    ("column", "search_vector"),
+    ("index", "ix_memory_entries_search_vector"),
+    ("column", pgvector.COLUMN),
+}
 
 
 def include_name(name: str | None, type_: str, _parents: Any) -> bool:
     """Whether migrations compare this database object with the models."""
     if type_ == "table" and name is not None and name.startswith(DIALECT_ONLY_TABLE_PREFIX):
+        return False
+    if type_ == "index" and name is not None and name.startswith(pgvector.INDEX_PREFIX):
         return False
     return (type_, name) not in DIALECT_ONLY_NAMES
 
@@ -65,6 +72,9 @@ def upgrade(engine: Engine) -> None:
         try:
             command.upgrade(alembic_config(connection), "head")
             connection.commit()
+            if postgres and not pgvector.in_use(connection):
+                pgvector.enable(connection)  # the extension installed since 0014 ran
+                connection.commit()
             if sqlite:
                 broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
                 connection.commit()

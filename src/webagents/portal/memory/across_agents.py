@@ -19,7 +19,7 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..accounts.scope import SystemScope, require_system_scope
-from ..db import dialect
+from ..db import dialect, pgvector
 from ..db.tables import MemoryEntry, MemoryFeed, MemoryRetention, MemoryVector, utcnow
 
 BATCH = 32
@@ -150,6 +150,7 @@ class AcrossAgents:
         if not done:
             return
         now = utcnow()
+        kept: list[tuple[uuid.UUID, Sequence[float]]] = []
         for item, vector in done:
             values = {
                 "entry_id": item.entry_id,
@@ -167,6 +168,8 @@ class AcrossAgents:
             )
             if still is not None:
                 dialect.upsert(self._session, MemoryVector, MemoryVector.entry_id, values)
+                kept.append((item.entry_id, vector))
+        pgvector.keep(self._session, model, kept)
         agents = sorted({item.agent_id for item, _ in done})
         self._session.execute(
             update(MemoryFeed)

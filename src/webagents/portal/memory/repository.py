@@ -39,7 +39,7 @@ from ..accounts.scope import (
     require_scope,
     require_system_scope,
 )
-from ..db import dialect
+from ..db import dialect, pgvector
 from ..db.tables import (
     Agent,
     MemoryEntry,
@@ -78,6 +78,12 @@ class MemoryStore:
     def on_postgresql(self) -> bool:
         """For full-text search, whose SQL is one database's or the other's (search.py)."""
         return dialect.is_postgresql(self._session)
+
+    @property
+    def ranks_vectors(self) -> bool:
+        """Whether the database ranks this store's vectors (PostgreSQL with pgvector:
+        vector_index.py), else search keeps them in this process (vector_cache.py)."""
+        return pgvector.in_use(self._session)
 
     def run(self, statement: TextClause, params: Mapping[str, object]) -> Result[Any]:
         """Run SQL written elsewhere (full-text search, the vector cache's reads) with this

@@ -6,11 +6,8 @@ databases differ in queries:
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
 - semantic: the agent's stored vectors of the current model in the asked namespaces, ranked
   exactly by numpy dot products (the vectors are unit length: cosine); vector_cache.py keeps
-  them per process, up to date by the rows changed since it read them.
-
-pgvector: when PostgreSQL has the `vector` extension, its type and `<=>` would rank in the
-database; it is not installed where this was built and tested, so that branch is not written:
-stored vectors are ranked exactly on both databases.
+  them per process, up to date by the rows changed since it read them. On PostgreSQL with
+  the `vector` extension the database ranks them instead (vector_index.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
 """Search's stored vectors, kept in this process: per agent and model, a matrix per namespace.
+(On PostgreSQL with pgvector the database ranks them instead: vector_index.py.)
 
 Loaded from the database on a namespace's first search, then kept up to date by what changed:
 each agent's feed says (last cursor, vectors version); when either moved, only the entries
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Uuid, bindparam, text
 
+from . import vector_index
 from .repository import MemoryStore
 
 log = logging.getLogger("webagents.portal.memory")
@@ -158,7 +160,10 @@ def best(
     limit: int,
 ) -> list[tuple[float, uuid.UUID]]:
     """The `limit` entries whose vectors are nearest `query` (unit length: cosine), best first,
-    in `namespaces` (None: all of the agent's)."""
+    in `namespaces` (None: all of the agent's). Ranked by the database where it can (PostgreSQL
+    with pgvector): then nothing is kept here."""
+    if store.ranks_vectors:
+        return vector_index.best(store, model, dimensions, namespaces, query, limit)
     key = (store.agent_id, model)
     with _lock:
         agent = _agents.get(key)

@@ -1,0 +1,214 @@
+"""PostgreSQL's `vector` extension (pgvector), where the server has it: the column and indexes
+that let search rank the memory store's vectors in the database (memory/vector_index.py).
+
+memory_vectors keeps its float32 bytes (`vector`: what search reads without pgvector, so the
+extension can go and come back) and gains `embedding`, an untyped `vector`, when the
+extension is available: `enable`, run by migration 0014 and again at each start (for an
+extension installed after the migrations ran). Untyped, because each embedding model has its
+own dimensions: a partial HNSW index per model (`WHERE model = '...'`, on
+`embedding::vector(N)`, cosine) is made when the first vector of that model is stored. A
+column per dimension would need a migration for each new model's size; an index per model
+also keeps one model's search out of another's graph. Neither the column nor the indexes are
+in the models (tables.py): the migrations' comparison leaves them out (migrate.include_name).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import Connection, Engine, Result, text
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+from sqlalchemy.types import UserDefinedType
+
+from . import dialect
+
+log = logging.getLogger("webagents.portal")
+
+COLUMN = "embedding"
+INDEX_PREFIX = "memory_vectors_hnsw_"
+BACKFILL_BATCH = 2000
+MIN_VERSION = (0, 8)  # hnsw.iterative_scan (vector_index.py)
+
+
+class VectorType(UserDefinedType[object]):
+    """pgvector's type, named so that reflecting memory_vectors (the migrations' comparison
+    with the models) knows the column instead of warning about it."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_: Any) -> str:
+        return "vector"
+
+
+postgresql.base.ischema_names.setdefault("vector", VectorType)
+
+_in_use: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+_indexed: set[tuple[str, str, int]] = set()  # (database, model, dimensions) known indexed
+_lock = threading.Lock()
+
+
+def literal(vector: Sequence[float] | npt.NDArray[np.float32]) -> str:
+    """pgvector's text form of a vector: '[x,y,...]'."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def quoted(model: str) -> str:
+    """A model's name as an SQL literal. Inlined, not bound: the planner uses a partial
+    index only where it sees the predicate's value, which a prepared statement's generic
+    plan does not show it."""
+    return "'" + model.replace("'", "''") + "'"
+
+
+def _engine(bind: Session | Connection) -> Engine:
+    found = bind.get_bind() if isinstance(bind, Session) else bind
+    return found if isinstance(found, Engine) else found.engine
+
+
+def _execute(
+    bind: Session | Connection,
+    sql: str,
+    params: dict[str, Any] | list[dict[str, Any]] | None = None,
+) -> Result[*tuple[Any, ...]]:
+    return bind.execute(text(sql), params or {})
+
+
+def in_use(bind: Session | Connection) -> bool:
+    """Whether this database ranks vectors: memory_vectors has the `embedding` column
+    (looked up once per engine)."""
+    if not dialect.is_postgresql(bind):
+        return False
+    engine = _engine(bind)
+    with _lock:
+        known = _in_use.get(engine)
+    if known is None:
+        known = bool(
+            _execute(
+                bind,
+                "SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+                "current_schema() AND table_name = 'memory_vectors' AND column_name = :column",
+                {"column": COLUMN},
+            ).scalar()
+        )
+        with _lock:
+            _in_use[engine] = known
+    return known
+
+
+def enable(connection: Connection) -> bool:
+    """On PostgreSQL with pgvector available: the extension, the column, the vectors stored
+    before it (from their bytes) and each model's index. Idempotent; False (nothing done) on
+    SQLite or without the extension."""
+    if not dialect.is_postgresql(connection):
+        return False
+    version = _execute(
+        connection,
+        "SELECT coalesce(installed_version, default_version) FROM pg_available_extensions "
+        "WHERE name = 'vector'",
+    ).scalar()
+    if version is None:
+        return False
+    if _older(str(version), MIN_VERSION):
+        log.warning(
+            "pgvector %s is older than %s (iterative index scans): search ranks vectors in "
+            "the portal process; update the extension (ALTER EXTENSION vector UPDATE) and "
+            "restart the portal",
+            version,
+            ".".join(map(str, MIN_VERSION)),
+        )
+        return False
+    try:
+        with connection.begin_nested():
+            _execute(connection, "CREATE EXTENSION IF NOT EXISTS vector")
+    except DBAPIError as exc:  # available, but this role may not create it
+        log.warning(
+            "pgvector is available but could not be enabled (%s): search ranks vectors in "
+            "the portal process; as a superuser, run CREATE EXTENSION vector in this "
+            "database, then restart the portal",
+            str(exc.orig).strip(),
+        )
+        return False
+    _execute(connection, f"ALTER TABLE memory_vectors ADD COLUMN IF NOT EXISTS {COLUMN} vector")
+    while True:
+        rows = _execute(
+            connection,
+            f"SELECT entry_id, vector FROM memory_vectors WHERE {COLUMN} IS NULL LIMIT :batch",
+            {"batch": BACKFILL_BATCH},
+        ).all()
+        if not rows:
+            break
+        _store(
+            connection,
+            [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32)) for row in rows],
+        )
+    models = _execute(
+        connection, f"SELECT DISTINCT model, vector_dims({COLUMN}) FROM memory_vectors"
+    ).all()
+    for row in models:
+        ensure_index(connection, str(row[0]), int(row[1]))
+    with _lock:
+        _in_use[connection.engine] = True
+    return True
+
+
+def _older(version: str, least: tuple[int, ...]) -> bool:
+    parts = tuple(int(p) for p in version.split(".")[: len(least)] if p.isdigit())
+    return parts < least
+
+
+def index_name(model: str, dimensions: int) -> str:
+    digest = hashlib.sha256(model.encode()).hexdigest()[:16]
+    return f"{INDEX_PREFIX}{digest}_{dimensions}"
+
+
+def ensure_index(bind: Session | Connection, model: str, dimensions: int) -> None:
+    """The model's HNSW index, made once; a no-op once this process saw it made."""
+    key = (str(_engine(bind).url), model, dimensions)
+    with _lock:
+        if key in _indexed:
+            return
+    _execute(
+        bind,
+        f"CREATE INDEX IF NOT EXISTS {index_name(model, dimensions)} ON memory_vectors "
+        f"USING hnsw (({COLUMN}::vector({dimensions})) vector_cosine_ops) "
+        f"WHERE model = {quoted(model)}",
+    )
+    with _lock:
+        _indexed.add(key)
+
+
+def keep(session: Session, model: str, stored: Sequence[tuple[uuid.UUID, Sequence[float]]]) -> None:
+    """The vectors just stored as bytes, in the `embedding` column too (where in use)."""
+    if not stored or not in_use(session):
+        return
+    ensure_index(session, model, len(stored[0][1]))
+    _store(session, stored)
+
+
+def _store(
+    bind: Session | Connection,
+    stored: Sequence[tuple[uuid.UUID, Sequence[float] | npt.NDArray[np.float32]]],
+) -> None:
+    _execute(
+        bind,
+        f"UPDATE memory_vectors SET {COLUMN} = CAST(:v AS vector) WHERE entry_id = :id",
+        [{"id": ident, "v": literal(vector)} for ident, vector in stored],
+    )
+
+
+def disable(connection: Connection) -> None:
+    """The column and its indexes gone (the extension stays: other schemas may use it)."""
+    if dialect.is_postgresql(connection):
+        _execute(connection, f"ALTER TABLE memory_vectors DROP COLUMN IF EXISTS {COLUMN}")
+        with _lock:
+            _in_use.pop(connection.engine, None)
+            _indexed.clear()

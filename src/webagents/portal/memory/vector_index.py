@@ -1,0 +1,161 @@
+"""Search's stored vectors ranked inside PostgreSQL, where it has the `vector` extension
+(pgvector; db/pgvector.py makes its column and indexes): no vectors are held in the portal
+process, however many agents are searched (vector_cache.py is the path without it).
+
+The filter is the agent, the model and the namespaces, and it must not cost recall: an HNSW
+scan filtered afterwards by agent and namespaces returns fewer results than asked, the rarer
+the filter's rows are in the index (LangGraph's PostgresStore returns 0.37-0.41 of the 10
+asked for one namespace of 100k). So:
+
+- exact inside the filter (the (agent_id, namespace, key) index narrows, then each of those
+  rows' distance, sorted) when namespaces are asked, or when the agent has at most
+  EXACT_UP_TO live entries: every result is the true nearest;
+- an agent's search of all its namespaces past that: the model's HNSW index with pgvector
+  0.8's iterative scan (`hnsw.iterative_scan`), which goes on reading the graph until
+  `limit` rows pass the agent's filter, ef_search raised for recall, re-sorted exactly
+  here. If it returns fewer than asked (the agent's rows too rare in the graph for
+  `hnsw.max_scan_tuples`), the exact search answers instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import TextClause, Uuid, bindparam, text
+
+from ..db.pgvector import COLUMN, literal, quoted
+from .repository import MemoryStore
+
+# Up to this many live entries an agent's search of all its namespaces is exact. Measured
+# (bench/README.md, 100,000 random 384-dimension unit vectors): the HNSW scan answered in
+# 29 ms but found 0.23 of the true ten (ef_search 200; random vectors are its worst case),
+# the exact search 352 ms with all ten, on a 2-core machine at load 10. Recall first: exact
+# up to here, the index past it, where reading every row costs seconds.
+EXACT_UP_TO = 250_000
+EF_SEARCH = 200  # candidates the HNSW scan keeps (pgvector's default 40 loses recall)
+
+Vector = npt.NDArray[np.float32]
+
+
+def best(
+    store: MemoryStore,
+    model: str,
+    dimensions: int,
+    namespaces: Sequence[str] | None,
+    query: Vector,
+    limit: int,
+) -> list[tuple[float, uuid.UUID]]:
+    """The `limit` entries whose current vectors of `model` are nearest `query` (unit
+    length: cosine), best first, in `namespaces` (None: all of the agent's)."""
+    if namespaces is not None and not namespaces:
+        return []
+    if namespaces is None:
+        live = store.usage().entries
+        if live > EXACT_UP_TO:
+            found = _ranked(store, model, dimensions, None, query, limit, indexed=True)
+            if len(found) >= min(limit, live):
+                return found
+    return _ranked(store, model, dimensions, namespaces, query, limit, indexed=False)
+
+
+def _ranked(
+    store: MemoryStore,
+    model: str,
+    dimensions: int,
+    namespaces: Sequence[str] | None,
+    query: Vector,
+    limit: int,
+    *,
+    indexed: bool,
+) -> list[tuple[float, uuid.UUID]]:
+    statement, params = _statement(model, dimensions, namespaces, query, limit, indexed)
+    if indexed:
+        _iterative(store, limit)
+    try:
+        rows = [row._mapping for row in store.run(statement, params)]
+    finally:
+        if indexed:
+            _iterative(store, None)
+    found = [(float(row["score"]), _uuid(row["entry_id"])) for row in rows]
+    found.sort(key=lambda hit: -hit[0])  # relaxed order: nearly sorted, sorted here
+    return found
+
+
+def plan(
+    store: MemoryStore,
+    model: str,
+    dimensions: int,
+    namespaces: Sequence[str] | None,
+    query: Vector,
+    limit: int,
+    *,
+    indexed: bool,
+) -> str:
+    """PostgreSQL's plan of one ranking (EXPLAIN), for the tests and the benchmark: whether
+    the index or the exact search answers."""
+    statement, params = _statement(model, dimensions, namespaces, query, limit, indexed, True)
+    if indexed:
+        _iterative(store, limit)
+    try:
+        return "\n".join(str(row[0]) for row in store.run(statement, params))
+    finally:
+        if indexed:
+            _iterative(store, None)
+
+
+def _iterative(store: MemoryStore, limit: int | None) -> None:
+    """The HNSW scan's settings for one statement (`limit` None: back to the defaults after
+    it). SET LOCAL lasts to the transaction's end, so they are undone at once: the
+    request's next statements (full-text's sort) must plan as usual. The iterative scan
+    reads on through the graph until `limit` rows pass the filter; ef_search is how many
+    candidates it keeps; with sorting off the planner takes the index, which the caller
+    chose (it could otherwise sort the agent's rows, exact but slow past EXACT_UP_TO)."""
+    if limit is None:
+        settings = {"hnsw.iterative_scan": "DEFAULT", "hnsw.ef_search": "DEFAULT"}
+        settings["enable_sort"] = "DEFAULT"
+    else:
+        settings = {
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(max(EF_SEARCH, limit)),
+            "enable_sort": "off",
+        }
+    for name, value in settings.items():
+        store.run(text(f"SET LOCAL {name} = {value}"), {})
+
+
+def _statement(
+    model: str,
+    dimensions: int,
+    namespaces: Sequence[str] | None,
+    query: Vector,
+    limit: int,
+    indexed: bool,
+    explain: bool = False,
+) -> tuple[TextClause, dict[str, object]]:
+    distance = f"v.{COLUMN}::vector({dimensions}) <=> CAST(:q AS vector({dimensions}))"
+    # The index orders by the distance operator alone; ordering by the score (1 - distance)
+    # is the exact search, which no index answers.
+    order = distance if indexed else "score DESC"
+    sql = (
+        f"SELECT v.entry_id, 1 - ({distance}) AS score "
+        "FROM memory_vectors AS v JOIN memory_entries AS e ON e.id = v.entry_id "
+        f"WHERE v.agent_id = :agent AND v.model = {quoted(model)} AND e.agent_id = :agent "
+        "AND e.deleted_at IS NULL AND v.entry_cursor = e.cursor"
+    )
+    if namespaces is not None:
+        sql += " AND e.namespace IN :namespaces"
+    statement = text(
+        f"{'EXPLAIN ' if explain else ''}{sql} ORDER BY {order} LIMIT :limit"
+    ).bindparams(bindparam("agent", type_=Uuid()))
+    params: dict[str, object] = {"q": literal(query), "limit": limit}
+    if namespaces is not None:
+        statement = statement.bindparams(bindparam("namespaces", expanding=True))
+        params["namespaces"] = list(namespaces)
+    return statement, params
+
+
+def _uuid(value: object) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
