@@ -1,6 +1,7 @@
-"""`memory: {portal: true}` (SPEC M12, P7) with real processes, on SQLite and PostgreSQL: one
-`webagents portal serve`, the real CLI (`webagents login --token`, `webagents publish`), and
-`webagents serve` of the same agent on two machines (two HOMEs, two copies of the folder).
+"""`memory: {portal: true}` (SPEC M12, P7) with real processes, on PostgreSQL (SQLite with --db
+sqlite): one `webagents portal serve`, the real CLI (`webagents login --token`, `webagents
+publish`), and `webagents serve` of the same agent on two machines (two HOMEs, two copies of
+the folder).
 
 A note written on A is on B; notes written while the portal is down arrive once each; an
 edit on both sides while apart loses neither; kill -9 during a burst loses nothing that was
@@ -31,7 +32,10 @@ from webagents.testing import FunctionModel, ScriptedServer
 from .processes import Served
 from .test_publish_cli import _signed_in, webagents
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# agent's notes synced between two machines' files, does not depend on the database beyond what the
+# repository and app tests prove on both; test_memory_sync_oneshot keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 KEYS = {"ALICE_KEY": "alice-key-123", "BOB_KEY": "bob-key-123", "OWNER_KEY": "owner-key-123"}
 OWNER, ALICE, BOB = KEYS["OWNER_KEY"], KEYS["ALICE_KEY"], KEYS["BOB_KEY"]

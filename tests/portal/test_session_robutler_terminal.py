@@ -1,10 +1,10 @@
 """`session: {backend: robutler}` in a real pseudo-terminal against a real `webagents portal
-serve` (S3, S4, P10), on SQLite and PostgreSQL: profile A's turns become the owner's chat on
-the portal with the model asked once a turn; profile B, which never had the conversation,
-lists it with /resume and continues it with every earlier turn, the ones added on the web
-too; what is missing (sign-in, publish) is said with its fix; a portal stopped mid-
-conversation gets the waiting turns once it is back, none twice; an ended sign-in says to
-run webagents login."""
+serve` (S3, S4, P10), on PostgreSQL (SQLite with --db sqlite): profile A's turns become the
+owner's chat on the portal with the model asked once a turn; profile B, which never had the
+conversation, lists it with /resume and continues it with every earlier turn, the ones added on
+the web too; what is missing (sign-in, publish) is said with its fix; a portal stopped mid-
+conversation gets the waiting turns once it is back, none twice; an ended sign-in says to run
+webagents login."""
 
 from __future__ import annotations
 
@@ -26,7 +26,11 @@ from webagents.testing import FunctionModel, ScriptedServer
 from .conftest import PASSWORD
 from .processes import Served, portal
 
-pytestmark = pytest.mark.e2e
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, a
+# terminal's turns kept as the owner's chat, resumed elsewhere, does not depend on the database
+# beyond what the repository and app tests prove on both; test_chats_served keeps this seam's run
+# on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]
 
 PROMPT = "\n>"
 AGENT = "name: helper\nmodel: openai/test-model\nskills:\n  - session: {backend: robutler}"
