@@ -1,8 +1,8 @@
 """The memory pages and retention against a real `webagents portal serve` (SPEC P8, P6), on
-SQLite and PostgreSQL: the owner edits an entry in Chromium and the agent's API then answers
-the new text; the owner forgets an entry in Chromium (a page asks first) and restores it
-from the namespace's forgotten entries; the portal's own background sweeper removes an
-expired entry, and the agent's sync sees the removal."""
+PostgreSQL (SQLite with --db sqlite): the owner edits an entry in Chromium and the agent's API
+then answers the new text; the owner forgets an entry in Chromium (a page asks first) and
+restores it from the namespace's forgotten entries; the portal's own background sweeper removes
+an expired entry, and the agent's sync sees the removal."""
 
 from __future__ import annotations
 
@@ -20,7 +20,11 @@ from . import processes
 from .conftest import PASSWORD, csrf_of
 from .processes import Served, portal
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# memory pages in Chromium and an agent's sync against a served portal, does not depend on the
+# database beyond what the repository and app tests prove on both; test_memory_sync_oneshot keeps
+# this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 MEMORY = "/api/storage/memory-scoped"
 

@@ -8,10 +8,10 @@ every portal test (the PostgreSQL one skipped with its reason): the seam is neve
 untested. `--db sqlite` or `--db postgresql` runs it on that one.
 
 Each kind of seam keeps a file that still runs on both (test_publish_cli for the CLI,
-test_connect_portal_side for Connect, test_memory_sync_oneshot for the sync, test_accounts_browser
-and test_browser for the pages, test_chats_served for recorded chats, test_token_binding for
-tokens), and the tests whose result does depend on the database (kill -9 durability, load and
-its gate, locks, outages, migrations) are not marked."""
+test_connect_portal_side for Connect, test_memory_sync_oneshot for the sync,
+test_accounts_browser for the pages, test_chats_served for recorded chats, test_token_binding
+for tokens), and the tests whose result does depend on the database (kill -9 durability, load
+and its gate, locks, outages, migrations, full-text search) are not marked."""
 
 from __future__ import annotations
 
