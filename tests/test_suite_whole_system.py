@@ -2,16 +2,16 @@
 `whole_system` runs on PostgreSQL alone under `--db both` where PostgreSQL can be had, on both
 databases where it cannot (the PostgreSQL run then skips with its reason, as every portal
 test's does), and on the one chosen by `--db sqlite` or `--db postgresql`; a test not marked
-keeps both runs. Each case is a small pytest collection of its own (nothing is started)."""
+keeps both runs. Each case is a small pytest collection of its own, in this process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+import pytest
+
+from tests.portal.databases import POSTGRES_URL_ENV
 
 CASES = """import pytest
 
@@ -33,40 +33,32 @@ BOTH = [
 ]
 
 
-def _collected(tmp_path: Path, *options: str, postgres: bool) -> list[str]:
-    """The tests a run would make, by name. `postgres`: a server URL is given (the collection
-    never connects to it); else PostgreSQL cannot be had (no URL, no initdb on PATH)."""
-    (tmp_path / "test_cases.py").write_text(CASES, encoding="utf-8")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("WEBAGENTS_", "PYTEST_"))
-    }
-    env.update(PATH=str(Path(sys.executable).parent), PYTHONPATH=str(REPO_ROOT))
+def _collected(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *options: str, postgres: bool
+) -> list[str]:
+    """The tests a run would make, by name (a collection in this process: nothing starts).
+    `postgres`: a server URL is given (the collection never connects to it); else PostgreSQL
+    cannot be had (no URL, no initdb on PATH)."""
+    pytester.makepyfile(test_cases=CASES)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
     if postgres:
-        env["WEBAGENTS_TEST_POSTGRES_URL"] = "postgresql://postgres@/postgres?host=/nowhere"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"),
-            *("-p", "tests.portal.databases", "-p", "tests.portal.whole_system"),
-            *("-o", "markers=whole_system: on one database"),
-            *("--rootdir", str(tmp_path), "-c", os.devnull, *options, "test_cases.py"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+        monkeypatch.setenv(POSTGRES_URL_ENV, "postgresql://postgres@/postgres?host=/nowhere")
+    else:
+        monkeypatch.delenv(POSTGRES_URL_ENV, raising=False)
+    done = pytester.runpytest_inprocess(
+        *("--collect-only", "-q", "-p", "no:cacheprovider"),
+        *("-p", "tests.portal.databases", "-p", "tests.portal.whole_system"),
+        *("-o", "markers=whole_system: on one database"),
+        *("-o", "asyncio_default_fixture_loop_scope=function", *options),
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return sorted(line.split("::", 1)[1] for line in done.stdout.splitlines() if "::" in line)
+    assert done.ret == 0, done.stdout.str() + done.stderr.str()
+    return sorted(line.split("::", 1)[1] for line in done.outlines if "::" in line)
 
 
 def test_suite_whole_system_tests_run_on_postgresql_alone_where_it_can_be_had(
-    tmp_path: Path,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert _collected(tmp_path, postgres=True) == [
+    assert _collected(pytester, monkeypatch, postgres=True) == [
         "test_seam[postgresql]",
         "test_store[postgresql]",
         "test_store[sqlite]",
@@ -74,17 +66,19 @@ def test_suite_whole_system_tests_run_on_postgresql_alone_where_it_can_be_had(
 
 
 def test_suite_whole_system_tests_keep_both_runs_where_postgresql_cannot_be_had(
-    tmp_path: Path,
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert _collected(tmp_path, postgres=False) == BOTH
+    assert _collected(pytester, monkeypatch, postgres=False) == BOTH
 
 
-def test_suite_whole_system_tests_run_on_the_database_chosen(tmp_path: Path) -> None:
-    assert _collected(tmp_path, "--db", "sqlite", postgres=True) == [
+def test_suite_whole_system_tests_run_on_the_database_chosen(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _collected(pytester, monkeypatch, "--db", "sqlite", postgres=True) == [
         "test_seam[sqlite]",
         "test_store[sqlite]",
     ]
-    assert _collected(tmp_path, "--db", "postgresql", postgres=True) == [
+    assert _collected(pytester, monkeypatch, "--db", "postgresql", postgres=True) == [
         "test_seam[postgresql]",
         "test_store[postgresql]",
     ]
