@@ -13,11 +13,14 @@ import pytest
 
 from webagents.portal.accounts.passwords import CHEAP_FOR_TESTS_ENV
 
-# The portal's databases (SQLite and PostgreSQL, the --db option) and its browser (Chromium);
-# Hypothesis' budgets; the e2e marker set by what a test uses; a line per test file as it ends.
+# The portal's databases (SQLite and PostgreSQL, the --db option; whole-system tests on
+# PostgreSQL alone) and its browser (Chromium); Hypothesis' budgets; the e2e marker set by what
+# a test uses; a line per test file as it ends; pytester, for the tests of these rules.
 pytest_plugins = [
+    "pytester",
     "tests.portal.databases",
     "tests.portal.pgvector",
+    "tests.portal.whole_system",
     "tests.portal.browsers",
     "tests.budgets",
     "tests.selection",

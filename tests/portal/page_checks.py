@@ -18,19 +18,27 @@ WIDTHS = (375, 1280)
 SCHEMES = ("light", "dark")
 SERIOUS = ("serious", "critical")
 
-_AXE_RUN = """async (serious) => {
-  const result = await axe.run(document, { resultTypes: ["violations"] });
+# axe's rules that read the page's colours: all that a colour scheme can change, since the
+# stylesheets' dark scheme sets colours only (portal.css, Pico's variables).
+COLOUR_RULES = ("color-contrast", "link-in-text-block")
+
+_AXE_RUN = """async ([serious, rules]) => {
+  const options = { resultTypes: ["violations"] };
+  if (rules !== null) options.runOnly = { type: "rule", values: rules };
+  const result = await axe.run(document, options);
   return result.violations
     .filter((v) => serious.includes(v.impact))
     .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
 }"""
 
 
-def serious_violations(page: Any) -> list[str]:
-    """axe-core's serious and critical violations on the page as it is now."""
+def serious_violations(page: Any, rules: tuple[str, ...] | None = None) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now: of every rule, or
+    of `rules` alone."""
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.evaluate(AXE_SOURCE.read_text("utf-8"))
-    found: list[str] = page.evaluate(_AXE_RUN, list(SERIOUS))
+    chosen = list(rules) if rules is not None else None
+    found: list[str] = page.evaluate(_AXE_RUN, [list(SERIOUS), chosen])
     return found
 
 

@@ -37,13 +37,28 @@ access:
     bob@example.com: env:BOB_KEY"""
 
 
-def eventually(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    """Wait for `check` (a bounded wait, not a timed assertion)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+# The most any wait here takes, however loaded the machine: a guard against a hang only.
+GUARD_SECONDS = 600
+
+
+def eventually(
+    check: Callable[[], bool],
+    what: str,
+    timeout: float = 60,
+    progress: Callable[[], object] | None = None,
+) -> None:
+    """Wait for `check` (a bounded wait, not a timed assertion). With `progress`, a measure of
+    the work awaited (how far the sync got), the bound is `timeout` seconds after it last
+    moved: a long outbox pushed to a portal on a loaded machine takes what it takes, and only
+    a sync that stopped moving fails (GUARD_SECONDS in all)."""
+    start = time.monotonic()
+    moved, seen = start, progress() if progress else None
+    while time.monotonic() - moved < timeout and time.monotonic() - start < GUARD_SECONDS:
         if check():
             return
-        time.sleep(0.1)
+        time.sleep(0.1)  # a check may open a database connection: not more often
+        if progress is not None and (now := progress()) != seen:
+            moved, seen = time.monotonic(), now
     assert check(), f"never: {what}"
 
 
@@ -105,6 +120,18 @@ class Machines:
         finally:
             engine.dispose()
         return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def pushed(folder: Path) -> object:
+    """How far the sync of the agent in `folder` pushed its outbox (its saved offset, a file
+    replaced whole), and the outbox's size: they move while a push is under way."""
+    sync = folder / ".webagents" / "portal-sync"
+    try:
+        offset = json.loads((sync / "state.json").read_text())["offset"]
+    except (OSError, ValueError, KeyError):
+        offset = None
+    outbox = sync / "outbox.jsonl"
+    return offset, outbox.stat().st_size if outbox.exists() else None
 
 
 def note_file(folder: Path, key: str) -> Path:

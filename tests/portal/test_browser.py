@@ -1,7 +1,7 @@
-"""The portal in Chromium (P1, P3), with real processes on SQLite and PostgreSQL: sign up,
-sign out and sign in on the pages; `webagents login` approved on /cli/auth, the browser
-carrying the token to the command's callback (which then takes it out of the address bar and
-the tab's history); `login --device` approved on /device."""
+"""The portal in Chromium (P1, P3), with real processes on PostgreSQL (SQLite with --db
+sqlite): sign up, sign out and sign in on the pages; `webagents login` approved on /cli/auth,
+the browser carrying the token to the command's callback (which then takes it out of the
+address bar and the tab's history); `login --device` approved on /device."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ from .conftest import PASSWORD
 from .login_helpers import _login_file, webagents
 from .processes import Child, Served, portal
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, sign-
+# up, sign-in and the CLI's approvals in Chromium, does not depend on the database beyond what the
+# repository and app tests prove on both; test_accounts_browser keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 def test_p1_sign_up_sign_out_and_sign_in_in_chromium(page: Any, served: Served) -> None:

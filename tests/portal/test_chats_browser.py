@@ -1,5 +1,5 @@
-"""The chat pages in Chromium (P9, P11), with a real `webagents portal serve` on SQLite and
-PostgreSQL: turns recorded over HTTP with an API key appear in the owner's chat list and
+"""The chat pages in Chromium (P9, P11), with a real `webagents portal serve` on PostgreSQL (SQLite
+with --db sqlite): turns recorded over HTTP with an API key appear in the owner's chat list and
 chat; a tool call is one line that opens to its arguments; HTML in a message stays text
 (no script runs); another user gets the 404 page."""
 
@@ -14,7 +14,10 @@ import pytest
 from .chats_browser_helpers import _sign_in, _user_key
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# chat pages in Chromium against a served portal, does not depend on the database beyond what the
+# repository and app tests prove on both; test_accounts_browser keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 INJECTED = '<img src=x onerror="document.title=1"><script>alert(1)</script>'
 

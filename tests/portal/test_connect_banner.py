@@ -1,7 +1,8 @@
-"""The `webagents serve` banner of a published agent (SPEC A3, A4), real processes on SQLite
-and PostgreSQL: an agent that connects to the portal says that the callers the portal relays
-arrive verified, also when it has no access: block of its own (then it verifies no one who
-calls it directly); served with --no-connect, it says that every caller is anonymous."""
+"""The `webagents serve` banner of a published agent (SPEC A3, A4), real processes on
+PostgreSQL (SQLite with --db sqlite): an agent that connects to the portal says that the
+callers the portal relays arrive verified, also when it has no access: block of its own (then
+it verifies no one who calls it directly); served with --no-connect, it says that every caller
+is anonymous."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ from tests.e2e.serving import running
 from .processes import Served
 from .publish_helpers import _signed_in, webagents
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# banner a served agent prints about Portal Connect, does not depend on the database beyond what
+# the repository and app tests prove on both; test_connect_portal_side keeps this seam's run on
+# SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 CONNECTED = "callers reach it at"
 

@@ -19,7 +19,10 @@ from .connect_agent import ConnectAgent
 from .connect_world import World, make_world
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# web chat box in Chromium over Portal Connect, does not depend on the database beyond what the
+# repository and app tests prove on both; test_connect_portal_side keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 def test_p11_owner_continues_a_chat_on_the_web_in_chromium(

@@ -15,7 +15,10 @@ import websockets
 from .connect_world import make_world
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): a WebSocket connection
+# outliving the HTTP timers does not depend on the database beyond what the repository and app
+# tests prove on both.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # the installed command
 
 BODY_TIMEOUT_S = 1
 

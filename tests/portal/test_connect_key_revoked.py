@@ -1,7 +1,7 @@
 """Portal Connect (P12) and an agent's keys, one per machine (P4), against a real `webagents
-portal serve` on SQLite and PostgreSQL: a machine whose key is revoked is cut off at once
-from the relay too, not only at its next connection (a stolen laptop's open WebSocket went
-on receiving the users' requests), while the agent's other machines serve on."""
+portal serve` on PostgreSQL (SQLite with --db sqlite): a machine whose key is revoked is cut
+off at once from the relay too, not only at its next connection (a stolen laptop's open
+WebSocket went on receiving the users' requests), while the agent's other machines serve on."""
 
 from __future__ import annotations
 
@@ -18,7 +18,11 @@ from webagents.portal.connect.protocol import CLOSE_UNAUTHORIZED
 from .connect_world import World, make_world
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, a
+# revoked machine's key cut off from Portal Connect, does not depend on the database beyond what
+# the repository and app tests prove on both; test_connect_portal_side keeps this seam's run on
+# SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 CLOSED_WITHIN = 60.0
 """A bound on the wait for the portal to close the revoked machine's connection (it checks

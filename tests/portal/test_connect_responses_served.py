@@ -22,7 +22,10 @@ from tests.e2e.serving import running
 from .connect_served_helpers import _allow_others, _client, _key, _published, _ready
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): the Responses API relayed
+# over Connect does not depend on the database beyond what the repository and app tests prove on
+# both.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # the installed command
 
 SAID = (
     "(offline scripted model, turn {turn}) You said: {said!r}. I can't think offline, but "

@@ -3,7 +3,7 @@
 official `openai` client calls the portal's endpoint for the agent: another portal user is
 served as `caller:<user>` (its own notes, its own sessions), the owner as the owner; the
 portal restarted, the agent reconnects and serves again; the agent killed mid-reply, the
-caller gets an error, not a hang. On SQLite and PostgreSQL."""
+caller gets an error, not a hang. On PostgreSQL (SQLite with --db sqlite)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,11 @@ from webagents.testing import FunctionModel, Reply, ScriptedServer
 from .connect_served_helpers import _allow_others, _client, _key, _published, _ready
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# portal, the agent and the openai client over Portal Connect, does not depend on the database
+# beyond what the repository and app tests prove on both; test_connect_portal_side keeps this
+# seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 def _say(served: Served, key: str, text: str, session: str | None = None) -> str:

@@ -1,12 +1,11 @@
-"""Issue 15's end to end (SPEC A4, P11): all real processes, on SQLite and PostgreSQL. A
-`webagents portal serve`; an agent with `session: {backend: robutler}` published with the
-real CLI and served by `webagents serve` (a scripted model over real HTTP), connected over
-Portal Connect; a first turn in a pseudo-terminal recorded as the owner's chat. The owner
+"""Issue 15's end to end (SPEC A4, P11): all real processes, on PostgreSQL (SQLite with --db
+sqlite). A `webagents portal serve`; an agent with `session: {backend: robutler}` published
+with the real CLI and served by `webagents serve` (a scripted model over real HTTP), connected
+over Portal Connect; a first turn in a pseudo-terminal recorded as the owner's chat. The owner
 continues that chat on its page in Chromium: the agent is asked with the whole chat, as the
-owner, and the page shows the reply while it streams (held after its first piece until the
-page shows that piece alone), then whole; the turn is in the chat; `/resume` in the
-pseudo-terminal lists the chat, and the next turn sends the model every message, the web
-turn's too."""
+owner, and the page shows the reply while it streams (held after its first piece until the page
+shows that piece alone), then whole; the turn is in the chat; `/resume` in the pseudo-terminal
+lists the chat, and the next turn sends the model every message, the web turn's too."""
 
 from __future__ import annotations
 
@@ -41,7 +40,11 @@ from .robutler_terminal_helpers import (
     _say,
 )
 
-pytestmark = pytest.mark.e2e
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, a
+# chat carried between the terminal and the web over Connect, does not depend on the database
+# beyond what the repository and app tests prove on both; test_connect_portal_side keeps this
+# seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]
 
 WAIT = 60.0  # bounded waits (never a timed assertion)
 PROBED = AGENT + "\n  - webagents.testing:ProbeSkill"

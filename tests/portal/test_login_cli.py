@@ -1,7 +1,7 @@
 """`webagents login`, `whoami`, `logout` as real processes against a served portal (P3), on
-SQLite and PostgreSQL: by API key, by the browser flow (an HTTP client plays the browser
-that approves on /cli/auth), by the device grant; a wrong state at the callback is refused;
-logout revokes the token at the portal."""
+PostgreSQL (SQLite with --db sqlite): by API key, by the browser flow (an HTTP client plays the
+browser that approves on /cli/auth), by the device grant; a wrong state at the callback is
+refused; logout revokes the token at the portal."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ from .conftest import PASSWORD, csrf_of
 from .login_helpers import _login_file, webagents
 from .processes import Child, Served, portal
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# CLI signing in by key, browser flow and device grant, does not depend on the database beyond what
+# the repository and app tests prove on both; test_publish_cli keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 def login_process(tmp_path: Path, *args: str) -> Child:

@@ -1,7 +1,7 @@
-"""Issue 13's acceptance across its parts, with real processes, on SQLite and PostgreSQL: one
-`webagents portal serve`, an agent folder with `memory: {portal: true, sync_seconds: 0.2}`
-published with the real CLI and served by `webagents serve` as machine A, and the owner in
-Chromium on the portal's memory pages (SPEC P8, P6, P7, M12).
+"""Issue 13's acceptance across its parts, with real processes, on PostgreSQL (SQLite with --db
+sqlite): one `webagents portal serve`, an agent folder with `memory: {portal: true,
+sync_seconds: 0.2}` published with the real CLI and served by `webagents serve` as machine A,
+and the owner in Chromium on the portal's memory pages (SPEC P8, P6, P7, M12).
 
 An edit on the owner's page reaches A's note file; forget on the page removes it; a retention
 rule set on the page and swept by the portal's own sweeper removes the entry from the portal,
@@ -25,7 +25,10 @@ from .conftest import PASSWORD
 from .processes import Served
 from .sync_machines_helpers import OWNER, Machines, eventually, note_file
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# owner's page edits reaching an agent's files, does not depend on the database beyond what the
+# repository and app tests prove on both; test_memory_sync_oneshot keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 @pytest.fixture(scope="module")

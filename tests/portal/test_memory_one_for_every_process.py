@@ -31,7 +31,10 @@ from .connect_served_helpers import _ready
 from .processes import Served
 from .publish_helpers import _signed_in, webagents
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): two serve processes sharing
+# one memory does not depend on the database beyond what the repository and app tests prove on
+# both.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # the installed command
 
 AGENT = """name: helper
 skills:

@@ -1,8 +1,8 @@
 """The memory pages and retention against a real `webagents portal serve` (SPEC P8, P6), on
-SQLite and PostgreSQL: the owner edits an entry in Chromium and the agent's API then answers
-the new text; the owner forgets an entry in Chromium (a page asks first) and restores it
-from the namespace's forgotten entries; the portal's own background sweeper removes an
-expired entry, and the agent's sync sees the removal."""
+PostgreSQL (SQLite with --db sqlite): the owner edits an entry in Chromium and the agent's API
+then answers the new text; the owner forgets an entry in Chromium (a page asks first) and
+restores it from the namespace's forgotten entries; the portal's own background sweeper removes
+an expired entry, and the agent's sync sees the removal."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ from .conftest import PASSWORD, csrf_of
 from .memory_served_helpers import MEMORY, _agent, _put
 from .processes import Served
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# memory pages in Chromium and an agent's sync against a served portal, does not depend on the
+# database beyond what the repository and app tests prove on both; test_memory_sync_oneshot keeps
+# this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 def _get(url: str, agent: dict[str, str], namespace: str, key: str) -> Any:

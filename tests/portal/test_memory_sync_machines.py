@@ -1,6 +1,7 @@
-"""`memory: {portal: true}` (SPEC M12, P7) with real processes, on SQLite and PostgreSQL: one
-`webagents portal serve`, the real CLI (`webagents login --token`, `webagents publish`), and
-`webagents serve` of the same agent on two machines (two HOMEs, two copies of the folder).
+"""`memory: {portal: true}` (SPEC M12, P7) with real processes, on PostgreSQL (SQLite with --db
+sqlite): one `webagents portal serve`, the real CLI (`webagents login --token`, `webagents
+publish`), and `webagents serve` of the same agent on two machines (two HOMEs, two copies of
+the folder).
 
 A note written on A is on B; notes written while the portal is down arrive once each; an
 edit on both sides while apart loses neither; kill -9 during a burst loses nothing that was
@@ -25,9 +26,12 @@ from webagents.testing import FunctionModel, ScriptedServer
 
 from .processes import Served
 from .publish_helpers import webagents
-from .sync_machines_helpers import ALICE, BOB, OWNER, Machines, eventually, note_file
+from .sync_machines_helpers import ALICE, BOB, OWNER, Machines, eventually, note_file, pushed
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# agent's notes synced between two machines' files, does not depend on the database beyond what the
+# repository and app tests prove on both; test_memory_sync_oneshot keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 @pytest.fixture(scope="module")
@@ -143,12 +147,20 @@ def test_p7_kill_9_during_a_burst_loses_nothing_acknowledged_and_pushes_nothing_
         a.popen.kill()  # SIGKILL: no clean shutdown
         writer.join(timeout=60)
     with machines.serve("a"):
+        # The restarted process pushes again what follows the last saved offset (every
+        # SAVE_EVERY lines): on a loaded machine that can take longer than a fixed bound,
+        # so the bound runs from the push's last step (`pushed`).
         eventually(
             lambda: {key for _, key, _, _ in machines.versions()} >= set(acknowledged),
             "every acknowledged note in the portal",
+            progress=lambda: pushed(machines.a),
         )
         outbox = machines.a / ".webagents" / "portal-sync" / "outbox.jsonl"
-        eventually(lambda: outbox.read_text() == "", "the outbox emptied")
+        eventually(
+            lambda: outbox.read_text() == "",
+            "the outbox emptied",
+            progress=lambda: pushed(machines.a),
+        )
     keys = [key for _, key, _, _ in machines.versions()]
     assert {key: keys.count(key) for key in keys} == dict.fromkeys(set(keys), 1)
     assert set(acknowledged) <= set(keys)

@@ -131,6 +131,7 @@ def _until(check: Any, seconds: float = 90) -> bool:
 
 
 @pytest.mark.e2e  # runs the installed webagents command
+@pytest.mark.whole_system  # the command's seam, on PostgreSQL alone (tests/portal/whole_system.py)
 def test_p5_portal_worker_embeds_what_a_serve_without_background_jobs_keeps(
     tmp_path: Path, fresh_database_url: str, endpoint: Endpoint
 ) -> None:

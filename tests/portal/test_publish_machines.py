@@ -1,5 +1,5 @@
-"""The same agent on a second machine (P4, issue 20), with real processes on SQLite and
-PostgreSQL: one `webagents portal serve`, two homes (two machines) signed in as the same
+"""The same agent on a second machine (P4, issue 20), with real processes on PostgreSQL (SQLite
+with --db sqlite): one `webagents portal serve`, two homes (two machines) signed in as the same
 user. Machine B's `webagents publish` links the user's existing agent and gets its own key;
 both keys work; the agent's page lists both with their last use; revoking B's key on the
 page refuses B (with the command that fixes it) while A goes on; B's publish gives it a new
@@ -24,7 +24,11 @@ from .conftest import PASSWORD, csrf_of
 from .processes import Served
 from .publish_helpers import _signed_in, webagents
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, an
+# agent's keys on two machines through the CLI and the page, does not depend on the database beyond
+# what the repository and app tests prove on both; test_publish_cli keeps this seam's run on
+# SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 _ROW = re.compile(r"<tr>\s*<td>(.*?)</td>\s*<td><code>(.*?)…</code></td>.*?</tr>", re.S)
 _LAST_USE = re.compile(r"<td>(never|\d{4}-\d\d-\d\d \d\d:\d\d)</td>\s*<td>", re.S)

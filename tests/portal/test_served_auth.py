@@ -2,7 +2,7 @@
 `webagents publish`, `webagents serve`. The owner's portal token is the owner (its notes go to
 `owner/`), another portal user's token is `caller:<username>` (its own folder) while the owner
 allows others and is refused on both paths when not (issue 21), and a token the portal signed
-for another agent is a 401; on SQLite and on PostgreSQL."""
+for another agent is a 401; on PostgreSQL (SQLite with --db sqlite)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ from tests.e2e.serving import running
 from .processes import Served
 from .publish_helpers import _signed_in, webagents
 
-pytestmark = pytest.mark.e2e  # runs the installed webagents command
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
+# portal's tokens verified by a served agent, does not depend on the database beyond what the
+# repository and app tests prove on both; test_token_binding keeps this seam's run on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]  # runs the installed webagents command
 
 
 def _asked_for_token(portal: Served, key: str, agent: str) -> httpx.Response:

@@ -1,10 +1,10 @@
 """`session: {backend: robutler}` in a real pseudo-terminal against a real `webagents portal
-serve` (S3, S4, P10), on SQLite and PostgreSQL: profile A's turns become the owner's chat on
-the portal with the model asked once a turn; profile B, which never had the conversation,
-lists it with /resume and continues it with every earlier turn, the ones added on the web
-too; what is missing (sign-in, publish) is said with its fix; a portal stopped mid-
-conversation gets the waiting turns once it is back, none twice; an ended sign-in says to
-run webagents login."""
+serve` (S3, S4, P10), on PostgreSQL (SQLite with --db sqlite): profile A's turns become the
+owner's chat on the portal with the model asked once a turn; profile B, which never had the
+conversation, lists it with /resume and continues it with every earlier turn, the ones added on
+the web too; what is missing (sign-in, publish) is said with its fix; a portal stopped mid-
+conversation gets the waiting turns once it is back, none twice; an ended sign-in says to run
+webagents login."""
 
 from __future__ import annotations
 
@@ -33,14 +33,17 @@ from .robutler_terminal_helpers import (
     _say,
 )
 
+# On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, a
+# terminal's turns kept as the owner's chat, resumed elsewhere, does not depend on the database
+# beyond what the repository and app tests prove on both; test_chats_served keeps this seam's run
+# on SQLite.
+pytestmark = [pytest.mark.e2e, pytest.mark.whole_system]
+
 
 @pytest.fixture
 def model() -> Iterator[ScriptedServer]:
     with ScriptedServer(FunctionModel(_answer)) as running:
         yield running
-
-
-pytestmark = pytest.mark.e2e
 
 
 def test_p10_a_terminal_conversation_is_the_owners_chat_and_continues_on_another_machine(
