@@ -205,28 +205,33 @@ def test_p5_two_portal_workers_on_postgresql_share_the_embedding_and_none_embeds
 def test_p5_on_sqlite_one_process_runs_the_background_jobs(
     tmp_path: Path, fresh_database_url: str
 ) -> None:
+    """A second `portal worker` is refused with what to do; a second `portal serve` (a SQLite
+    portal may have several) stands by, and takes the jobs over when the first one stops."""
     if not fresh_database_url.startswith("sqlite"):
         pytest.skip("the one-process rule is SQLite's (PostgreSQL: any number of workers)")
     database = ("--database", fresh_database_url)
-    served = Served(tmp_path, *database)
+    first = Served(tmp_path, *database)
+    second: Served | None = None
     try:
         assert "background jobs: in this process (embedding notes, memory retention)" in (
-            served.output
+            first.output
         )
         refused = portal(tmp_path, "worker", "--embeddings", "none", *database)
         assert refused.returncode == 2, refused.stdout + refused.stderr
-        assert "another process runs this SQLite portal's background jobs already" in (
-            refused.stderr
-        )
+        assert refused.stderr.strip().endswith(
+            "another process runs this SQLite portal's background jobs already (`webagents "
+            "portal serve` runs them unless started with --background-jobs none); on SQLite "
+            "one process runs them: stop the other, or use PostgreSQL for several workers"
+        ), refused.stderr
         assert "running" not in refused.stdout
+        second = Served(tmp_path, *database)
+        assert (
+            "background jobs: another process runs them now (a portal worker or serve); this "
+            "one takes them over if it stops"
+        ) in second.output
+        first.stop()  # SIGTERM
+        second.wait_for("background jobs: the other process stopped; running them here")
     finally:
-        served.stop()
-    worker = Child(tmp_path, "portal", "worker", "--embeddings", "none", *database)
-    try:
-        worker.wait_for(r"webagents portal worker: running")
-        second = portal(tmp_path, "serve", "--port", "0", "--embeddings", "none", *database)
-        assert second.returncode == 2, second.stdout + second.stderr
-        assert "Start this one with --background-jobs none, or stop the other" in second.stderr
-        assert "serving at" not in second.stdout
-    finally:
-        assert worker.stop() == 0
+        first.stop()
+        if second is not None:
+            second.stop()

@@ -34,9 +34,11 @@ PREAUTH_BASE = "PreAuthLookup"
 # Modules whose SQL is not a query of tenant data, or is only run by a scoped repository.
 NOT_TENANT_QUERIES = {
     "db/migrate.py",  # the schema itself
+    "db/pgvector.py",  # the schema too: the extension, column and indexes, the column filled
     "db/dialect.py",  # SQLite's and PostgreSQL's forms of one statement, run by repositories
     "memory/search.py",  # full-text SQL: only MemoryStore.run runs it, its agent bound
     "memory/vector_cache.py",  # its reads: only MemoryStore.run runs them, its agent bound
+    "memory/vector_index.py",  # pgvector's ranking: only MemoryStore.run runs it, as above
 }
 
 

@@ -212,9 +212,8 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
 
     from ..portal.admin import open_database
     from ..portal.app import create_app
-    from ..portal.background import JobsLock
+    from ..portal.background import ServingJobs
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
-    from ..portal.memory.retention import Sweeper
     from ..portal.settings import check_public_url, check_sign_up
     from ..server.connection_limits import ConnectionLimits
     from .serve import bind, connection_guard, serve_guarded
@@ -256,16 +255,13 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
         f"  database requests: {gate.slots} at once, {gate.waiting} more waiting "
         f"({gate.wait_seconds:g} s at most); beyond, 503 with Retry-After"
     )
-    in_process = options["background_jobs"] == "in-process"
-    jobs_lock = JobsLock.take(settings, serving=True) if in_process else None
-    click.echo(_shown_jobs(in_process, settings))
+    proxies = options["forwarded_allow_ips"].strip()
+    app = create_app(settings, engine=engine, embedder=embedder, embedding_worker=False)
+    # Embedding notes and memory retention (P5, P6): here, or in `portal worker` processes.
+    jobs = ServingJobs(settings, app) if options["background_jobs"] == "in-process" else None
+    click.echo(_shown_jobs(jobs, settings))
     guard = connection_guard(limits)
     click.echo(f"webagents portal: serving at http://{shown}:{bound} (Ctrl-C stops)")
-    proxies = options["forwarded_allow_ips"].strip()
-    app = create_app(settings, engine=engine, embedder=embedder, embedding_worker=in_process)
-    # Memory retention (P6): sweeps of one agent take turns in the database, so any number
-    # of processes may sweep.
-    sweeper = Sweeper(app.state.sessions).start() if in_process else None
     try:
         serve_guarded(
             app,
@@ -280,21 +276,20 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
             access_log=options["access_log"],
         )
     finally:
-        if sweeper is not None:
-            sweeper.stop()
-        if jobs_lock is not None:
-            jobs_lock.release()
+        if jobs is not None:
+            jobs.stop()
 
 
-def _shown_jobs(in_process: bool, settings: Any) -> str:
-    """The banner's line on the background jobs, with how to split them out."""
-    if not in_process:
+def _shown_jobs(jobs: Any, settings: Any) -> str:
+    """The banner's line on the background jobs (started now), with how to split them out."""
+    if jobs is None:
         return "  background jobs: none here (run `webagents portal worker` beside it)"
+    shown: str = jobs.start()
     if settings.is_sqlite:
-        return "  background jobs: in this process (embedding notes, memory retention)"
+        return shown
     return (
-        "  background jobs: in this process (embedding notes, memory retention); to run them "
-        "apart, start with --background-jobs none and run `webagents portal worker`"
+        f"{shown}; to run them apart, start with --background-jobs none and run "
+        "`webagents portal worker`"
     )
 
 
@@ -342,7 +337,7 @@ def _worker(ctx: click.Context, embeddings: str, database: str | None, profile: 
     finally:
         jobs.stop()
         engine.dispose()
-    done = jobs.embedding.embedded if jobs.embedding is not None else 0
+    done = jobs.embedded
     click.echo(f"webagents portal worker: stopped; embedded {done} note{'' if done == 1 else 's'}")
 
 

@@ -89,7 +89,8 @@ def create_app(
         if chosen is not None and embedding_worker:
             worker = EmbeddingWorker(app.state.sessions, chosen)
             worker.start()
-        app.state.embedding_worker = worker
+        if worker is not None:  # else the one `portal serve` starts (background.py), if any
+            app.state.embedding_worker = worker
         app.state.relay.start()
         try:
             yield

@@ -3,19 +3,21 @@ and the retention sweeper (memory/retention.py).
 
 `webagents portal serve` runs them in its own process by default; with `--background-jobs
 none` it leaves them to `webagents portal worker` processes started beside it. On PostgreSQL
-any number of workers share them (a worker claims the entries it embeds, sweeps of one agent
-take turns in the database), so embedding throughput grows with workers. On SQLite one
-process runs them at a time: it holds a lock on a file beside the database, and a second
-process that asks for them is refused with what to do.
+any number of processes run them at once (a worker claims the entries it embeds, sweeps of
+one agent take turns in the database), so embedding throughput grows with workers. On SQLite
+one process runs them at a time, the one holding a lock on a file beside the database: a
+second `portal worker` is refused with what to do, and a second `portal serve` (SQLite
+portals may have several) stands by and takes the jobs over when the holder stops.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -24,6 +26,8 @@ from .embeddings import Embedder
 from .memory.embedding_queue import EmbeddingWorker
 from .memory.retention import Sweeper
 from .settings import PortalSettings
+
+log = logging.getLogger("webagents.portal")
 
 WORKER_IDLE_S = 0.5
 """How often a worker process looks for notes written by the serving processes (it is not
@@ -38,42 +42,57 @@ class JobsLock:
         self._file = file
 
     @staticmethod
-    def take(settings: PortalSettings, *, serving: bool) -> JobsLock | None:
-        """The lock, on SQLite (None on PostgreSQL: no lock needed); ConfigError if another
-        process holds it, saying what to do (`serving`: asked by `portal serve`)."""
-        if not settings.is_sqlite or not settings.url.database:
-            return None
-        path = Path(settings.url.database).with_name(
-            Path(settings.url.database).name + ".jobs-lock"
-        )
+    def needed(settings: PortalSettings) -> bool:
+        """Whether one process at a time runs the jobs (SQLite) or any number (PostgreSQL)."""
+        return settings.is_sqlite and bool(settings.url.database)
+
+    @staticmethod
+    def try_take(settings: PortalSettings) -> JobsLock | None:
+        """The lock on SQLite, if no other process holds it (None: another does)."""
+        database = Path(str(settings.url.database))
+        path = database.with_name(database.name + ".jobs-lock")
         file = os.fdopen(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), "r+b")
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             file.close()
-            raise ConfigError(_taken(serving)) from None
+            return None
         return JobsLock(file)
 
     def release(self) -> None:
         self._file.close()  # closing the file releases the lock
 
 
-def _taken(serving: bool) -> str:
-    if serving:
-        return (
-            "another process runs this SQLite portal's background jobs (embedding notes, "
-            "retention): a `webagents portal worker`, or another `webagents portal serve`. "
-            "Start this one with --background-jobs none, or stop the other"
-        )
-    return (
-        "another process runs this SQLite portal's background jobs already (`webagents "
-        "portal serve` runs them unless started with --background-jobs none); on SQLite one "
-        "process runs them: stop the other, or use PostgreSQL for several workers"
-    )
+TAKEN = (
+    "another process runs this SQLite portal's background jobs already (`webagents portal "
+    "serve` runs them unless started with --background-jobs none); on SQLite one process runs "
+    "them: stop the other, or use PostgreSQL for several workers"
+)
+
+
+class Jobs:
+    """The jobs in this process: embedding notes (when there is a model) and the sweeper."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], embedder: Embedder | None, *, idle: float
+    ) -> None:
+        self.embedding = EmbeddingWorker(sessions, embedder, idle=idle) if embedder else None
+        self.sweeper = Sweeper(sessions)
+
+    def start(self) -> None:
+        if self.embedding is not None:
+            self.embedding.start()
+        self.sweeper.start()
+
+    def stop(self) -> None:
+        if self.embedding is not None:
+            self.embedding.stop()
+        self.sweeper.stop()
 
 
 class Worker:
-    """`webagents portal worker`: the jobs in this process until `stop`."""
+    """`webagents portal worker`: the jobs in this process until `stop`; on SQLite refused
+    (ConfigError, saying what to do) while another process runs them."""
 
     def __init__(
         self,
@@ -83,15 +102,20 @@ class Worker:
         *,
         idle: float = WORKER_IDLE_S,
     ) -> None:
-        self._lock = JobsLock.take(settings, serving=False)
-        self.embedding = EmbeddingWorker(sessions, embedder, idle=idle) if embedder else None
-        self.sweeper = Sweeper(sessions)
+        self._lock = None
+        if JobsLock.needed(settings):
+            self._lock = JobsLock.try_take(settings)
+            if self._lock is None:
+                raise ConfigError(TAKEN)
+        self.jobs = Jobs(sessions, embedder, idle=idle)
         self._stopped = threading.Event()
 
+    @property
+    def embedded(self) -> int:
+        return self.jobs.embedding.embedded if self.jobs.embedding is not None else 0
+
     def start(self) -> Worker:
-        if self.embedding is not None:
-            self.embedding.start()
-        self.sweeper.start()
+        self.jobs.start()
         return self
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -99,9 +123,64 @@ class Worker:
         return self._stopped.wait(timeout)
 
     def stop(self) -> None:
-        if self.embedding is not None:
-            self.embedding.stop()
-        self.sweeper.stop()
+        self.jobs.stop()
         if self._lock is not None:
             self._lock.release()
         self._stopped.set()
+
+
+STANDBY_LOOK_S = 1.0  # how often a standing-by `portal serve` tries the SQLite lock
+
+
+class ServingJobs:
+    """`portal serve --background-jobs in-process`: the jobs in the serving process, its own
+    writes waking the embedding worker (`app.state.embedding_worker`). On SQLite, while
+    another process holds the jobs, it stands by and takes them over once that one stops."""
+
+    def __init__(self, settings: PortalSettings, app: Any, *, idle: float = 2.0) -> None:
+        self._settings = settings
+        self._app = app
+        self._jobs = Jobs(app.state.sessions, app.state.embedder, idle=idle)
+        self._lock: JobsLock | None = None
+        self._started = False
+        self._stop = threading.Event()
+        self._standby: threading.Thread | None = None
+
+    def start(self) -> str:
+        """Start them, or stand by: the banner's line saying which."""
+        if JobsLock.needed(self._settings):
+            self._lock = JobsLock.try_take(self._settings)
+            if self._lock is None:
+                self._standby = threading.Thread(
+                    target=self._stand_by, name="background-jobs-standby", daemon=True
+                )
+                self._standby.start()
+                return (
+                    "  background jobs: another process runs them now (a portal worker or "
+                    "serve); this one takes them over if it stops"
+                )
+        self._begin()
+        return "  background jobs: in this process (embedding notes, memory retention)"
+
+    def _begin(self) -> None:
+        self._jobs.start()
+        self._app.state.embedding_worker = self._jobs.embedding
+        self._started = True
+
+    def _stand_by(self) -> None:
+        while not self._stop.wait(STANDBY_LOOK_S):
+            self._lock = JobsLock.try_take(self._settings)
+            if self._lock is not None:
+                log.warning("background jobs: the other process stopped; running them here")
+                self._begin()
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._standby is not None:
+            self._standby.join(timeout=30)
+        if self._started:
+            self._app.state.embedding_worker = None
+            self._jobs.stop()
+        if self._lock is not None:
+            self._lock.release()
