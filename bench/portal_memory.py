@@ -75,9 +75,8 @@ from webagents.portal.embeddings import Embedder, make_embedder  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
 from webagents.portal.memory import service  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
-from webagents.portal.memory.quotas import MemoryQuotas  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
-from webagents.portal.settings import PortalSettings  # noqa: E402
+from webagents.portal.settings import MemoryQuotas, PortalSettings  # noqa: E402
 
 CALLERS = 100
 # The bench's agents keep more notes than `portal serve`'s default quotas let one agent keep.
