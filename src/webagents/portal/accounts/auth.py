@@ -19,14 +19,14 @@ from sqlalchemy.orm import Session
 from ..db.engine import read_request_session, request_session
 from ..db.tables import AgentKey, User
 from ..errors import NotFound, Unauthorized
+from ..scope import AccountScope, AgentScope, mint, mint_agent
 from ..settings import PortalSettings
 from ..tokens import agent_keys
 from ..tokens import service as tokens
+from ..tokens.credentials import API_KEY_PREFIX, digest
 from ..web import CSRF_FIELD, SESSION_COOKIE, check_csrf
-from .credentials import API_KEY_PREFIX, digest
 from .passwords import verify_password
 from .repository import PreAuth, touch
-from .scope import AccountScope, AgentScope, mint, mint_agent
 
 Db = Annotated[Session, Depends(request_session, scope="function")]
 

@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..accounts.scope import SystemScope, require_system_scope
 from ..db.tables import AgentConnection, RelayPayload
+from ..scope import SystemScope, require_system_scope
 
 HEARTBEAT = timedelta(seconds=5)
 STALE = HEARTBEAT * 4

@@ -19,8 +19,8 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from ..accounts.auth import ApiAgent, ApiAgentReading, Db, ReadDb
-from ..accounts.scope import AgentScope
 from ..errors import BadInput, Forbidden
+from ..scope import AgentScope
 from . import search as searching
 from . import service
 from .quotas import QuotaExceeded, quotas_of

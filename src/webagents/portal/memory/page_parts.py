@@ -12,10 +12,10 @@ from fastapi.responses import Response
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
 from ..accounts.auth import Db, SignedInForm
-from ..accounts.scope import AccountScope
 from ..agents.service import get_agent
 from ..db.tables import Agent
 from ..embeddings.local import weights_absent
+from ..scope import AccountScope
 from ..web import render
 from . import retention
 from .repository import MemoryStore
