@@ -14,6 +14,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..agents.service import list_agents
+from ..db.engine import Db
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..web import (
@@ -29,7 +30,7 @@ from ..web import (
     set_session_cookie,
 )
 from . import service, sessions_pages
-from .auth import Db, MaybeSignedIn, SignedIn, address_of
+from .auth import MaybeSignedIn, SignedIn, address_of
 from .password_policy import RULE as PASSWORD_RULE
 from .schemas import USERNAME_RULE
 from .sign_up import CLOSED

@@ -7,7 +7,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict
 
-from ..accounts.auth import ApiCaller, Db
+from ..accounts.auth import ApiCaller
+from ..db.engine import Db
 from ..settings import PortalSettings
 from ..tokens.service import issuer_of
 from . import keys, service

@@ -15,8 +15,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..accounts.auth import Db, SignedIn
+from ..accounts.auth import SignedIn
 from ..connect.directory import STALE
+from ..db.engine import Db
 from ..tokens.agent_keys import USE_PRECISION
 from ..web import CSRF_FIELD, FormSecrets, allow_own_scripts, check_csrf, flash, render
 from . import keys

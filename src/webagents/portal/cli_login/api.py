@@ -9,7 +9,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import JSONResponse
 
 from ...portal_wire.accounts import Revoked
-from ..accounts.auth import ApiCaller, Db, address_of
+from ..accounts.auth import ApiCaller, address_of
+from ..db.engine import Db
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from . import service

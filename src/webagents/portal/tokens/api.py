@@ -10,8 +10,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from ...portal_wire.accounts import AgentAccess, CliToken
-from ..accounts.auth import ApiKeyCaller, Db, address_of
+from ..accounts.auth import ApiKeyCaller, address_of
 from ..agents.access import allows_others
+from ..db.engine import Db
 from ..settings import PortalSettings
 from . import service
 
