@@ -66,7 +66,6 @@ from tests.portal.databases import PostgresServer, _Cluster  # noqa: E402
 
 from webagents.portal import admin  # noqa: E402
 from webagents.portal.accounts.auth import agent_key_scope  # noqa: E402
-from webagents.portal.accounts.scope import SystemScope  # noqa: E402
 from webagents.portal.admin import open_database  # noqa: E402
 from webagents.portal.agents import service as agents  # noqa: E402
 from webagents.portal.agents.schemas import AgentIn  # noqa: E402
@@ -75,9 +74,9 @@ from webagents.portal.embeddings import Embedder, make_embedder  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
 from webagents.portal.memory import service  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
-from webagents.portal.memory.quotas import MemoryQuotas  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
-from webagents.portal.settings import PortalSettings  # noqa: E402
+from webagents.portal.scope import SystemScope  # noqa: E402
+from webagents.portal.settings import MemoryQuotas, PortalSettings  # noqa: E402
 
 CALLERS = 100
 # The bench's agents keep more notes than `portal serve`'s default quotas let one agent keep.

@@ -49,7 +49,6 @@ from tests.portal.databases import PostgresServer, _Cluster  # noqa: E402
 
 from webagents.portal import admin  # noqa: E402
 from webagents.portal.accounts.auth import agent_key_scope  # noqa: E402
-from webagents.portal.accounts.scope import SystemScope  # noqa: E402
 from webagents.portal.admin import open_database  # noqa: E402
 from webagents.portal.agents import service as agents  # noqa: E402
 from webagents.portal.agents.schemas import AgentIn  # noqa: E402
@@ -58,6 +57,7 @@ from webagents.portal.memory import ranking, service  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
+from webagents.portal.scope import SystemScope  # noqa: E402
 from webagents.portal.settings import PortalSettings  # noqa: E402
 
 BENCH = SystemScope("bench embedding")

@@ -12,6 +12,10 @@ otherwise be a circle). The same graph collapsed to packages (a module counted a
 package, `__init__` included) has no circle either: two packages that import each other are
 an import-order hazard even when no two of their modules do. The modules directly in
 `webagents/` are the layers themselves and count one by one.
+
+The portal's packages are layered as webagents/portal/__init__.py says (PORTAL_LAYERS):
+each imports only from the layers below it, so an import that goes up is named even before
+it closes a circle.
 """
 
 from __future__ import annotations
@@ -168,13 +172,108 @@ def test_layers_src_webagents_has_no_import_circle_among_packages() -> None:
     check_no_circle(SRC, packages=True, leave_out="webagents.portal")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the portal's feature packages (accounts, agents, tokens, connect, chats, memory) "
-    "import each other: not yet untangled; drop this test's marker once they are",
-)
 def test_layers_the_portals_feature_packages_have_no_import_circle() -> None:
     check_no_circle(SRC, packages=True)
+
+
+# The portal's layers, lowest first, as webagents/portal/__init__.py describes them: names
+# relative to the portal ("" is its own `__init__`), a package's name covering its modules.
+PORTAL_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("", "errors", "scope", "storable", "json_body", "body_limit", "static", "settings", "db"),
+    ("embeddings",),
+    ("tokens",),
+    ("web",),
+    ("accounts",),
+    ("agents", "cli_login"),
+    ("chats", "memory"),
+    ("connect",),
+    ("app", "background", "admin"),
+)
+
+
+def _layer_of(name: str, layers: tuple[tuple[str, ...], ...]) -> tuple[int, str] | None:
+    """The layer of a unit (its index) and the member that holds it."""
+    for index, members in enumerate(layers):
+        for member in members:
+            if name == member or (member and name.startswith(member + ".")):
+                return index, member
+    return None
+
+
+def check_layers(package: Path, root: str, layers: tuple[tuple[str, ...], ...]) -> None:
+    """Fail naming every import of a unit of `root` (a package under `package`) that goes up
+    its layers, or across to another member of its layer (the first layer, the base,
+    excepted: its members may use each other), and every unit that is in no layer."""
+    graph = package_graph(package)
+    if not any(_within(unit, root) for unit in graph):
+        pytest.fail(f"{package} has no package {root}", pytrace=False)
+    breaches: list[str] = []
+    for unit in sorted(graph):
+        if not _within(unit, root):
+            continue
+        name = unit.removeprefix(root).removeprefix(".")
+        found = _layer_of(name, layers)
+        if found is None:
+            breaches.append(f"  {unit} is in no layer: add it to the layer it belongs to")
+            continue
+        layer, member = found
+        for target in sorted(graph[unit]):
+            if not _within(target, root):
+                continue
+            target_found = _layer_of(target.removeprefix(root).removeprefix("."), layers)
+            if target_found is None:
+                continue  # named as in no layer
+            target_layer, target_member = target_found
+            if target_layer > layer or (target_layer == layer > 0 and target_member != member):
+                where = "above" if target_layer > layer else "beside"
+                breaches.append(f"  {unit} -> {target}: {target_member} is {where} it")
+    if breaches:
+        pytest.fail(
+            f"the layers of {root} are broken; import only from the layers below:\n"
+            + "\n".join(breaches),
+            pytrace=False,
+        )
+
+
+def test_layers_the_portals_packages_import_only_from_the_layers_below() -> None:
+    check_layers(SRC, "webagents.portal", PORTAL_LAYERS)
+
+
+def test_layers_an_import_up_the_layers_is_named(tmp_path: Path) -> None:
+    """An import upward, one across a layer, and a module in no layer each fail; within the
+    base, and downward, none does."""
+    package = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/portal/__init__.py": "",
+            "pkg/portal/errors.py": "from .settings import X\n",
+            "pkg/portal/settings.py": "import json\n",
+            "pkg/portal/accounts/__init__.py": "",
+            "pkg/portal/accounts/auth.py": "from ..errors import E\nfrom ..agents.pages import P\n",
+            "pkg/portal/agents/__init__.py": "",
+            "pkg/portal/agents/pages.py": "from ..accounts.auth import A\n",
+            "pkg/portal/chats/__init__.py": "",
+            "pkg/portal/chats/api.py": "from ..memory import M\nfrom ..agents import pages\n",
+            "pkg/portal/memory/__init__.py": "",
+            "pkg/portal/stray.py": "",
+        },
+    )
+    layers = (("", "errors", "settings"), ("accounts",), ("agents",), ("chats", "memory"))
+    with pytest.raises(pytest.fail.Exception) as caught:
+        check_layers(package, "pkg.portal", layers)
+    assert str(caught.value) == (
+        "the layers of pkg.portal are broken; import only from the layers below:\n"
+        "  pkg.portal.accounts -> pkg.portal.agents: agents is above it\n"
+        "  pkg.portal.chats -> pkg.portal.memory: memory is beside it\n"
+        "  pkg.portal.stray is in no layer: add it to the layer it belongs to"
+    )
+    with pytest.raises(pytest.fail.Exception, match=r"has no package pkg\.chat$"):
+        check_layers(package, "pkg.chat", layers)
+    # Each import downward (or within the base) once the upward one is gone and the layers
+    # name every module and put memory below chats.
+    (package / "portal" / "accounts" / "auth.py").write_text("from ..errors import E\n")
+    check_layers(package, "pkg.portal", (*layers[:3], ("stray", "memory"), ("chats",)))
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:

@@ -14,10 +14,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service
-from webagents.portal.accounts.scope import AccountScope
 from webagents.portal.app import create_app
 from webagents.portal.db.engine import make_engine, read_request_session, request_session
 from webagents.portal.db.migrate import upgrade
+from webagents.portal.scope import AccountScope
 from webagents.portal.settings import PortalSettings
 
 from .databases import PGVECTOR, PostgresServer

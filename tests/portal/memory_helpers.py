@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts.auth import agent_key_scope
-from webagents.portal.accounts.scope import AccountScope, AgentScope
 from webagents.portal.agents import service as agents
 from webagents.portal.agents.schemas import AgentIn
+from webagents.portal.scope import AccountScope, AgentScope
 
 from .conftest import make_account
 

@@ -18,8 +18,7 @@ from sqlalchemy.orm import Session
 from webagents.portal.db.engine import make_engine
 from webagents.portal.db.migrate import alembic_config
 from webagents.portal.db.tables import Agent, User
-from webagents.portal.memory.quotas import MemoryQuotas
-from webagents.portal.settings import PortalSettings
+from webagents.portal.settings import MemoryQuotas, PortalSettings
 
 from .conftest import make_client
 from .memory_helpers import Published

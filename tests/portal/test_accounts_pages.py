@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from webagents.portal.accounts.credentials import digest
 from webagents.portal.db.tables import BrowserSession, SignInAttempt, User
+from webagents.portal.tokens.credentials import digest
 from webagents.portal.web import CSRF_COOKIE, SESSION_COOKIE
 
 from .conftest import PASSWORD, csrf_of, form_token, make_account, sign_in

@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from webagents.portal.accounts.credentials import digest
 from webagents.portal.accounts.sign_up import new_invite
 from webagents.portal.db.tables import Invite, SignUp, User
 from webagents.portal.settings import PortalSettings
+from webagents.portal.tokens.credentials import digest
 from webagents.portal.web import SESSION_COOKIE
 
 from .conftest import PASSWORD, form_token, make_client

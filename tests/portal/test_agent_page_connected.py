@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
 from webagents.portal.agents.repository import Agents
-from webagents.portal.connect.directory import STALE
-from webagents.portal.db.tables import Agent, AgentConnection
+from webagents.portal.db.tables import CONNECTION_STALE, Agent, AgentConnection
 
 from .conftest import make_account, sign_in
 
@@ -72,7 +71,7 @@ def test_p12_the_agent_page_lists_the_processes_connected_now_for_its_owner_only
     carol = make_account(db, "carol")
     alices_agent = db.get(Agent, keeper)
     assert alices_agent is not None
-    assert Agents(db, carol).connections_since(alices_agent, now - STALE) == []
+    assert Agents(db, carol).connections_since(alices_agent, now - CONNECTION_STALE) == []
 
     db.execute(delete(AgentConnection).where(AgentConnection.agent_id == keeper))
     db.flush()

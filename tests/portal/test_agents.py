@@ -14,8 +14,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service as accounts
-from webagents.portal.accounts.credentials import digest
 from webagents.portal.db.tables import Agent, AgentKey
+from webagents.portal.tokens.credentials import digest
 
 from .conftest import make_account, sign_in
 

@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from webagents.portal.accounts.credentials import digest
 from webagents.portal.accounts.repository import ApiKeys
-from webagents.portal.accounts.scope import AccountScope
 from webagents.portal.db.tables import ApiKey
+from webagents.portal.scope import AccountScope
+from webagents.portal.tokens.credentials import digest
 
 from .conftest import form_token, make_account, sign_in
 

@@ -11,9 +11,9 @@ from sqlalchemy import select, update
 from webagents.portal import admin
 from webagents.portal.agents import service as agents
 from webagents.portal.agents.schemas import AgentIn
-from webagents.portal.connect.directory import RELAY, STALE, Directory, Holder
+from webagents.portal.connect.directory import RELAY, Directory, Holder
 from webagents.portal.db.engine import make_sessions
-from webagents.portal.db.tables import AgentConnection
+from webagents.portal.db.tables import CONNECTION_STALE, AgentConnection
 from webagents.portal.settings import PortalSettings
 
 from .conftest import PASSWORD
@@ -35,9 +35,12 @@ def test_p12_a_dead_processes_connections_are_not_trusted(fresh_database_url: st
         held = Holder(holder.process_id, connection)
         assert (asker.holders(agent_id), asker.is_live(held)) == ([held], True)
         assert holder.holders(agent_id) == []  # a process asks about the others only
-        # The holder stops renewing (it died): once STALE has passed, nobody trusts the row.
+        # The holder stops renewing (it died): once CONNECTION_STALE has passed, nobody trusts
+        # the row.
         with sessions.begin() as session:
-            session.execute(update(AgentConnection).values(seen_at=datetime.now(UTC) - STALE * 2))
+            session.execute(
+                update(AgentConnection).values(seen_at=datetime.now(UTC) - CONNECTION_STALE * 2)
+            )
         assert (asker.holders(agent_id), asker.is_live(held)) == ([], False)
         asker.renew()  # a live process's heartbeat removes it
         with sessions() as session:

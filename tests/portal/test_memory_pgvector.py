@@ -12,7 +12,6 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from webagents.portal import admin
-from webagents.portal.accounts.scope import SystemScope
 from webagents.portal.db import pgvector
 from webagents.portal.db.engine import make_engine, make_sessions
 from webagents.portal.db.migrate import alembic_config, upgrade
@@ -20,6 +19,7 @@ from webagents.portal.memory import search as searching
 from webagents.portal.memory import service, vector_cache, vector_index
 from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore
+from webagents.portal.scope import SystemScope
 from webagents.portal.settings import PortalSettings
 
 from .bulk_notes import bulk_notes

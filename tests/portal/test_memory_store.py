@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
-from webagents.portal.accounts.scope import AgentScope
 from webagents.portal.db.tables import MemoryVersion
 from webagents.portal.errors import BadInput, Conflict, NotFound
 from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.memory.schemas import SyncLineIn, TooLarge, entry_id
+from webagents.portal.scope import AgentScope
 from webagents.portal_wire.memory import EntryOut
 
 from .conftest import make_account

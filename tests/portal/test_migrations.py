@@ -13,7 +13,6 @@ from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts.auth import agent_key_scope
-from webagents.portal.accounts.credentials import digest
 from webagents.portal.db.engine import make_engine
 from webagents.portal.db.migrate import (
     alembic_config,
@@ -25,6 +24,7 @@ from webagents.portal.db.migrate import (
 )
 from webagents.portal.db.tables import AgentKey, Base
 from webagents.portal.settings import PortalSettings
+from webagents.portal.tokens.credentials import digest
 
 
 @pytest.mark.pgvector  # also with pgvector's column and indexes, left out of the comparison

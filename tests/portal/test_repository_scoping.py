@@ -20,10 +20,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 import webagents.portal
-from webagents.portal.accounts.scope import SystemScope
 from webagents.portal.connect.directory import Directory
 from webagents.portal.memory.across_agents import AcrossAgents
 from webagents.portal.memory.repository import MemoryStore
+from webagents.portal.scope import SystemScope
 
 PORTAL = Path(webagents.portal.__file__).parent
 STATEMENTS = {"select", "update", "delete", "insert", "text"}
@@ -117,7 +117,7 @@ def test_issue22_every_portal_query_is_in_a_scoped_repository() -> None:
 def test_issue22_scoping_check_finds_an_unscoped_query() -> None:
     source = """
 from sqlalchemy import select, text
-from ..accounts.scope import require_scope, PreAuthLookup
+from ..scope import require_scope, PreAuthLookup
 
 def everyone(db):
     return db.scalars(select(User))

@@ -1,4 +1,4 @@
-"""The memory store's quotas as `webagents portal serve` options (portal/memory/quotas.py).
+"""The memory store's quotas as `webagents portal serve` options (portal/settings.py).
 
 The options store their values in the click context rather than in `serve`'s arguments, so
 that the quotas travel as one `MemoryQuotas` and `serve`'s other options stay as they are.
@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..portal.memory.quotas import DEFAULT_QUOTAS, MB, OPTIONS, MemoryQuotas, parse_size
+from ..portal.settings import DEFAULT_QUOTAS, MB, OPTIONS, MemoryQuotas, parse_size
 
 _KEY = "webagents.memory_quotas"
 _HELP = {

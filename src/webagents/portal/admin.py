@@ -16,10 +16,10 @@ from ..errors import ConfigError
 from .accounts import service, sessions, sign_up
 from .accounts.auth import administrator_scope
 from .accounts.schemas import NewApiKey
-from .accounts.scope import AccountScope
 from .db.engine import make_engine, make_sessions
 from .db.migrate import upgrade
 from .db.tables import SigningKey
+from .scope import AccountScope
 from .settings import PortalSettings
 from .tokens.service import ensure_signing_key, rotate
 

@@ -1,4 +1,5 @@
-"""The portal's settings, checked once at start: the database, sessions, sign-in limits.
+"""The portal's settings, checked once at start: the database, sessions, sign-in limits,
+the memory store's quotas (enforced by memory/quotas.py).
 
 The database URL comes from `--database`, else `WEBAGENTS_PORTAL_DATABASE_URL`, else a
 SQLite file under the profile's `~/.webagents/portal/` (folder 0700, file 0600).
@@ -7,6 +8,7 @@ SQLite file under the profile's `~/.webagents/portal/` (folder 0700, file 0600).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -19,15 +21,58 @@ from .._files import ensure_private_dir, ensure_private_file
 from ..errors import ConfigError
 from ..home import webagents_home
 from .db.gate import GateLimits
-from .memory.quotas import DEFAULT_QUOTAS, MemoryQuotas
 
 DATABASE_ENV = "WEBAGENTS_PORTAL_DATABASE_URL"
 DEFAULT_PORT = 8700
+MB = 1024 * 1024
 
 
 def portal_dir(profile: str | None = None) -> Path:
     """Where the embedded portal keeps its database: `~/.webagents/portal/`."""
     return webagents_home(profile) / "portal"
+
+
+@dataclass(frozen=True)
+class MemoryQuotas:
+    """The bounds, as `webagents portal serve` sets them (defaults: sized for notes, not
+    for files: an agent's 10,000 notes of 10 KB would be 100 MB)."""
+
+    agent_entries: int = 10_000
+    agent_bytes: int = 100 * MB
+    user_entries: int = 50_000
+    user_bytes: int = 500 * MB
+    versions_per_entry: int = 20
+    # Versions hold each note's current text too: three times the live bytes leaves room
+    # for a few versions of every note, and for notes forgotten within retention.
+    agent_version_bytes: int = 300 * MB
+    user_version_bytes: int = 1500 * MB
+
+
+DEFAULT_QUOTAS = MemoryQuotas()
+
+# The options of `portal serve` that set each bound: messages name them.
+OPTIONS = {
+    "agent_entries": "--memory-agent-entries",
+    "agent_bytes": "--memory-agent-bytes",
+    "user_entries": "--memory-user-entries",
+    "user_bytes": "--memory-user-bytes",
+    "versions_per_entry": "--memory-versions",
+    "agent_version_bytes": "--memory-agent-version-bytes",
+    "user_version_bytes": "--memory-user-version-bytes",
+}
+
+_SIZE = re.compile(r"(\d+)\s*([KMG]B?|B)?", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1024, "M": MB, "G": 1024 * MB}
+
+
+def parse_size(given: str) -> int:
+    """A size as an option gives it: bytes, or with K, M or G (1024-based): `100MB`;
+    ValueError with what is expected otherwise."""
+    found = _SIZE.fullmatch(given.strip())
+    if found is None or int(found.group(1)) < 1:
+        raise ValueError(f"a size like 100MB, 512K or 1G (or bytes: 1048576), not {given!r}")
+    unit = (found.group(2) or "").upper().removesuffix("B")
+    return int(found.group(1)) * _UNITS[unit]
 
 
 @dataclass(frozen=True)

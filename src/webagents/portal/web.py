@@ -17,14 +17,13 @@ import hmac
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import jinja2
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, Response
-from sqlalchemy.orm import Session
 
-from .db.engine import request_session
+from .db.engine import Db
 from .errors import Forbidden
 from .static import static_url
 from .tokens import keys as signing
@@ -111,9 +110,7 @@ API_HEADERS = {
 }
 
 
-def load_form_secrets(
-    request: Request, db: Annotated[Session, Depends(request_session, scope="function")]
-) -> None:
+def load_form_secrets(request: Request, db: Db) -> None:
     """The pages' dependency: the secrets form tokens are made and checked with, for
     `render` and `check_csrf`. Each is derived from a signing key (SHA-256 of a label and the
     private key), so every portal process has them without a secret of its own; tokens are

@@ -1,2 +1,2 @@
-"""Accounts (P1): users, passwords, browser sessions, API keys, and the scope of a verified
-account that every repository of the portal is made from."""
+"""Accounts (P1): users, passwords, browser sessions, API keys, and who a request is
+(`auth.py`, the only code that makes the scopes of ../scope.py from a verified credential)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ...portal_wire.accounts import MeOut, UserOut
-from .auth import ApiCaller, Db
+from ..db.engine import Db
+from .auth import ApiCaller
 from .repository import SignIns
 
 router = APIRouter(prefix="/api")

@@ -16,19 +16,17 @@ from typing import Annotated
 from fastapi import Depends, Form, Request
 from sqlalchemy.orm import Session
 
-from ..db.engine import read_request_session, request_session
+from ..db.engine import Db, ReadDb
 from ..db.tables import AgentKey, User
 from ..errors import NotFound, Unauthorized
+from ..scope import AccountScope, AgentScope, mint, mint_agent
 from ..settings import PortalSettings
 from ..tokens import agent_keys
 from ..tokens import service as tokens
+from ..tokens.credentials import API_KEY_PREFIX, digest
 from ..web import CSRF_FIELD, SESSION_COOKIE, check_csrf
-from .credentials import API_KEY_PREFIX, digest
 from .passwords import verify_password
 from .repository import PreAuth, touch
-from .scope import AccountScope, AgentScope, mint, mint_agent
-
-Db = Annotated[Session, Depends(request_session, scope="function")]
 
 
 class SignInRequired(Unauthorized):
@@ -229,9 +227,6 @@ SignedInForm = Annotated[AccountScope, Depends(signed_in_form)]
 ApiCaller = Annotated[AccountScope, Depends(api_account)]
 ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]
 ApiAgent = Annotated[AgentScope, Depends(api_agent)]
-
-# For endpoints that only read: the agent verified in the request's read-only transaction.
-ReadDb = Annotated[Session, Depends(read_request_session, scope="function")]
 
 
 def api_agent_reading(request: Request, db: ReadDb) -> AgentScope:

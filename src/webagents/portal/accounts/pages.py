@@ -1,5 +1,5 @@
-"""Accounts' pages: sign up, sign in, sign out, the account's home and its API keys (its
-sessions and password: sessions_pages.py).
+"""Accounts' pages: sign up, sign in, sign out and the account's API keys (its sessions and
+password: sessions_pages.py; its home, the list of its agents: agents/pages.py).
 
 Thin: check the form's CSRF token, call the service, render. A refusal is shown above the
 form it came from, with its status; the request's transaction still commits, so that a
@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..agents.service import list_agents
+from ..db.engine import Db
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..web import (
@@ -29,7 +29,7 @@ from ..web import (
     set_session_cookie,
 )
 from . import service, sessions_pages
-from .auth import Db, MaybeSignedIn, SignedIn, address_of
+from .auth import MaybeSignedIn, SignedIn, address_of
 from .password_policy import RULE as PASSWORD_RULE
 from .schemas import USERNAME_RULE
 from .sign_up import CLOSED
@@ -127,11 +127,6 @@ def sign_out(request: Request, db: Db, csrf: Csrf = "") -> Response:
     clear_session_cookie(request, response)
     set_csrf_cookie(request, response)
     return response
-
-
-@router.get("/", response_class=HTMLResponse)
-def home(request: Request, user: SignedIn, db: Db) -> Response:
-    return render(request, "home.html", user=user, agents=list_agents(db, user))
 
 
 @router.get("/keys", response_class=HTMLResponse)

@@ -24,7 +24,7 @@ from ..db.tables import (
     SignUp,
     User,
 )
-from .scope import AccountScope, PreAuthLookup, require_scope
+from ..scope import AccountScope, PreAuthLookup, require_scope
 
 # The space of the sign-in locks among PostgreSQL's advisory locks (dialect.hold_lock): "wa"
 # "si", and "wa" "su" for sign-ups by address.

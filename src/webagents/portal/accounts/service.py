@@ -12,10 +12,11 @@ from sqlalchemy.orm import Session
 
 from ..db.tables import ApiKey
 from ..errors import Conflict, NotFound, Unauthorized
+from ..scope import AccountScope
 from ..settings import PortalSettings
+from ..tokens.credentials import digest, new_api_key, new_session_token, shown_prefix
 from . import limits
 from .auth import account_made, password_scope
-from .credentials import digest, new_api_key, new_session_token, shown_prefix
 from .password_policy import check_password
 from .passwords import hash_password
 from .repository import ApiKeys, PreAuth
@@ -26,7 +27,6 @@ from .schemas import (
     check_username,
     normalize_username,
 )
-from .scope import AccountScope
 
 
 @dataclass(frozen=True)

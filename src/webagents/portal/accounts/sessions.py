@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from ..errors import NotFound, Unauthorized
+from ..scope import AccountScope
 from ..settings import PortalSettings
+from ..tokens.credentials import digest
 from . import limits
-from .credentials import digest
 from .password_policy import check_password
 from .passwords import hash_password, verify_password
 from .repository import PreAuth, SignIns
-from .scope import AccountScope
 
 KINDS = {
     "cli": "webagents login (browser)",

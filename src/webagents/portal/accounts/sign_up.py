@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from ..errors import Forbidden, TooManyRequests
 from ..settings import PortalSettings
-from .credentials import digest
+from ..tokens.credentials import digest
 from .repository import PreAuth
 from .service import SignedIn, add_user, new_browser_session
 

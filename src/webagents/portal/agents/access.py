@@ -13,9 +13,9 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope
 from ..db.tables import Agent
 from ..errors import Forbidden, NotFound
+from ..scope import AccountScope
 from .repository import PublicAgents
 
 Tier = Literal["owner", "user"]

@@ -1,16 +1,21 @@
 """Agents over the API (SPEC P4): `GET/POST /api/agents`, `GET/PATCH/DELETE
 /api/agents/{id}`, and an agent's keys (`GET/POST /api/agents/{id}/keys`, `DELETE
-/api/agents/{id}/keys/{keyId}`), for a user's API key or access token."""
+/api/agents/{id}/keys/{keyId}`), for a user's API key or access token; and, public, whether
+the agent's owner allows others to call it (`GET /api/agents/{id}/access`, what the agent's
+verifier asks)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
-from ..accounts.auth import ApiCaller, Db
+from ...portal_wire.accounts import AgentAccess
+from ..accounts.auth import ApiCaller
+from ..db.engine import Db
 from ..settings import PortalSettings
 from ..tokens.service import issuer_of
 from . import keys, service
+from .access import allows_others
 from .schemas import (
     AgentCreated,
     AgentIn,
@@ -49,6 +54,16 @@ def list_agents(scope: ApiCaller, db: Db) -> AgentList:
 @router.post("", status_code=201)
 def create_agent(scope: ApiCaller, db: Db, body: AgentIn) -> AgentCreated:
     return service.create_agent(db, scope, body)
+
+
+@router.get("/{agent_id}/access")
+def agent_access(response: Response, db: Db, agent_id: str) -> AgentAccess:
+    """Whether the agent's owner allows other portal users to call it, as it stands now: the
+    agent's `auth` skill asks before it serves a user's token, so that turning others off
+    holds at once, for tokens minted before too. Public, like the portal's published keys:
+    it tells what the portal's 403 to anyone asking for a token would tell."""
+    response.headers["Cache-Control"] = "no-store"
+    return AgentAccess(allowOthers=allows_others(db, agent_id))
 
 
 @router.get("/{agent_id}")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope
 from ..db.tables import AgentKey
+from ..scope import AccountScope
 from ..tokens.agent_keys import AgentKeys
 from .schemas import KeyMade, KeyOut
 from .service import get_agent

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope
+from ..scope import AccountScope
 from .repository import Agents
 
 KEPT_FOR = timedelta(days=30)

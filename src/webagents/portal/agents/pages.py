@@ -1,6 +1,7 @@
-"""The agent's page: what it is, where its chats and memory are, its public endpoint, the
-`webagents serve` processes connected to the portal now (Portal Connect), and its keys, one
-per machine, each with when it was last used and a form to revoke it (P4).
+"""The account's home (the list of its agents) and each agent's page: what it is, where its
+chats and memory are, its public endpoint, the `webagents serve` processes connected to the
+portal now (Portal Connect), and its keys, one per machine, each with when it was last used
+and a form to revoke it (P4).
 
 Signed-in browsers only (others go to the sign-in page); another account's agent is the 404
 page; every form carries the CSRF token, checked before anything is looked up.
@@ -15,17 +16,23 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..accounts.auth import Db, SignedIn
-from ..connect.directory import STALE
+from ..accounts.auth import SignedIn
+from ..db.engine import Db
+from ..db.tables import CONNECTION_STALE
 from ..tokens.agent_keys import USE_PRECISION
 from ..web import CSRF_FIELD, FormSecrets, allow_own_scripts, check_csrf, flash, render
 from . import keys
 from .repository import Agents
-from .service import get_agent
+from .service import get_agent, list_agents
 
 router = APIRouter(dependencies=[FormSecrets])
 
 Csrf = Annotated[str, Form(alias=CSRF_FIELD)]
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, user: SignedIn, db: Db) -> Response:
+    return render(request, "home.html", user=user, agents=list_agents(db, user))
 
 
 @router.get("/agents/{agent_id}", response_class=HTMLResponse)
@@ -40,7 +47,7 @@ def agent_page(request: Request, user: SignedIn, db: Db, agent_id: str) -> Respo
         agent=agent,
         endpoint=f"{portal_url.rstrip('/')}/agents/{quote(agent.name)}/chat/completions",
         keys=keys.list_keys(db, user, agent_id),
-        connected=Agents(db, user).connections_since(agent, datetime.now(UTC) - STALE),
+        connected=Agents(db, user).connections_since(agent, datetime.now(UTC) - CONNECTION_STALE),
         precision_minutes=int(USE_PRECISION.total_seconds() // 60),
     )
     return allow_own_scripts(page)  # the copy button (static/copy.js)

@@ -10,8 +10,8 @@ from datetime import datetime
 from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope, PreAuthLookup, require_scope
 from ..db.tables import Agent, AgentConnection, RetiredAgentName
+from ..scope import AccountScope, PreAuthLookup, require_scope
 from ..storable import is_storable
 
 

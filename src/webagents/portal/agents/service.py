@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope
 from ..db.tables import Agent
 from ..errors import BadInput, Conflict, NotFound
+from ..scope import AccountScope
 from ..settings import PortalSettings
 from ..storable import check_storable
 from ..tokens import agent_keys

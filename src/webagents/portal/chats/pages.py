@@ -15,8 +15,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 
-from ..accounts.auth import Db, SignedIn
+from ..accounts.auth import SignedIn
 from ..agents.service import get_agent
+from ..db.engine import Db
 from ..web import FormSecrets, allow_own_scripts, render
 from . import service
 from .markdown import to_html

@@ -8,8 +8,8 @@ import uuid
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope, require_scope
 from ..db.tables import Chat, ChatMessage
+from ..scope import AccountScope, require_scope
 
 
 class Chats:

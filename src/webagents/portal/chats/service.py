@@ -19,11 +19,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ...portal_wire.chats import MAX_CONTENT_CHARS, MAX_MESSAGES_PER_CALL, ConversationOut
-from ..accounts.scope import AccountScope
 from ..agents.repository import Agents
 from ..agents.service import get_agent
 from ..db.tables import Agent, Chat, ChatMessage
 from ..errors import BadInput, Conflict, NotFound, PortalError
+from ..scope import AccountScope
 from ..storable import check_storable as _check_text
 from ..storable import check_storable_json, within_depth
 from .repository import Chats

@@ -1,5 +1,6 @@
 """The command line's sign-in over the API: the device grant's two endpoints (RFC 8628,
-answered in its own JSON shape) and logout."""
+answered in its own JSON shape), the exchange of an API key for an access token
+(`POST /api/auth/cli/token`, SPEC P3's `login --token`), and logout."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import JSONResponse
 
-from ...portal_wire.accounts import Revoked
-from ..accounts.auth import ApiCaller, Db, address_of
+from ...portal_wire.accounts import CliToken, Revoked
+from ..accounts.auth import ApiCaller, ApiKeyCaller, address_of
+from ..db.engine import Db
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from . import service
@@ -49,6 +51,20 @@ def device_token(
             status_code=400,
             headers={"Cache-Control": "no-store"},
         )
+
+
+@router.post("/cli/token")
+def cli_token(request: Request, scope: ApiKeyCaller, db: Db) -> CliToken:
+    issued = tokens.issue(
+        db,
+        _settings(request),
+        issuer=_issuer(request),
+        subject=scope.user_id,
+        username=scope.username,
+        api_key_id=scope.api_key_id,
+        sign_in=("key", address_of(request)),
+    )
+    return CliToken(access_token=issued.token, username=scope.username, user_id=str(scope.user_id))
 
 
 @router.post("/cli/logout")

@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from ..accounts.auth import Db, SignedIn, SignedInForm, address_of
+from ..accounts.auth import SignedIn, SignedInForm, address_of
+from ..db.engine import Db
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..tokens import service as tokens

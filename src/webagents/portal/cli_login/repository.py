@@ -7,8 +7,8 @@ from datetime import datetime
 
 from sqlalchemy import delete, select, update
 
-from ..accounts.scope import PreAuthLookup
 from ..db.tables import DeviceCode, User
+from ..scope import PreAuthLookup
 
 
 class DeviceCodes(PreAuthLookup):

@@ -10,12 +10,12 @@ from urllib.parse import urlencode
 
 from sqlalchemy.orm import Session
 
-from ..accounts.credentials import digest
-from ..accounts.scope import AccountScope
 from ..db.tables import DeviceCode
 from ..errors import BadInput, PortalError
+from ..scope import AccountScope
 from ..settings import PortalSettings
 from ..tokens import service as tokens
+from ..tokens.credentials import digest
 from .repository import DeviceCodes
 
 _STATE = re.compile(r"^[A-Za-z0-9._~-]{8,256}$")

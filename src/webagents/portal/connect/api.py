@@ -27,8 +27,8 @@ from ...portal_wire.connect import PONG
 from ...server.api_errors import error_type
 from .. import json_body
 from ..accounts.auth import agent_and_key, bearer_scope
-from ..accounts.scope import AgentScope
 from ..errors import BadInput, Unauthorized
+from ..scope import AgentScope
 from ..settings import PortalSettings
 from ..tokens.service import issuer_of
 from . import protocol, service

@@ -1,9 +1,10 @@
 """Who holds an agent's connections, in the database, for every portal process to see.
 
 Each process writes only its own rows (one per WebSocket it holds) and renews them while it
-lives (`renew`, every HEARTBEAT); a row not renewed for STALE is of a process that died
-without saying so, and is neither trusted nor kept. Every call is one short session: the
-relay never holds a session for a WebSocket's lifetime."""
+lives (`renew`, every CONNECTION_HEARTBEAT: db/tables.py); a row not renewed for
+CONNECTION_STALE is of a process that died without saying so, and is neither trusted nor
+kept. Every call is one short session: the relay never holds a session for a WebSocket's
+lifetime."""
 
 from __future__ import annotations
 
@@ -14,11 +15,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..accounts.scope import SystemScope, require_system_scope
-from ..db.tables import AgentConnection, RelayPayload
+from ..db.tables import CONNECTION_STALE, AgentConnection, RelayPayload
+from ..scope import SystemScope, require_system_scope
 
-HEARTBEAT = timedelta(seconds=5)
-STALE = HEARTBEAT * 4
 # A payload row nobody took (its receiver died) is dropped after this.
 PAYLOAD_KEPT = timedelta(minutes=5)
 RELAY = SystemScope("connect directory")
@@ -72,12 +71,14 @@ class Directory:
                 .where(AgentConnection.process_id == self.process_id)
                 .values(seen_at=now)
             )
-            db.execute(delete(AgentConnection).where(AgentConnection.seen_at < now - STALE))
+            db.execute(
+                delete(AgentConnection).where(AgentConnection.seen_at < now - CONNECTION_STALE)
+            )
             db.execute(delete(RelayPayload).where(RelayPayload.created_at < now - PAYLOAD_KEPT))
 
     def holders(self, agent_id: uuid.UUID) -> list[Holder]:
         """The live connections of the agent held by other processes."""
-        fresh = datetime.now(UTC) - STALE
+        fresh = datetime.now(UTC) - CONNECTION_STALE
         with self._sessions() as db:
             rows = db.execute(
                 select(AgentConnection.process_id, AgentConnection.id).where(
@@ -89,7 +90,7 @@ class Directory:
         return [Holder(process_id, connection_id) for process_id, connection_id in rows]
 
     def is_live(self, holder: Holder) -> bool:
-        fresh = datetime.now(UTC) - STALE
+        fresh = datetime.now(UTC) - CONNECTION_STALE
         with self._sessions() as db:
             found = db.scalar(
                 select(AgentConnection.id).where(

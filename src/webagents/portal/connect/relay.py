@@ -23,12 +23,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from ..db.tables import CONNECTION_HEARTBEAT
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..tokens import agent_keys
 from . import protocol
 from .bus import Bus
-from .directory import HEARTBEAT, RELAY, Directory, Holder
+from .directory import RELAY, Directory, Holder
 from .live import LiveConnection, Registry, Reply
 from .notices import MemoryNotices
 
@@ -257,7 +258,7 @@ class Relay:
 
     async def _beat(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT.total_seconds())
+            await asyncio.sleep(CONNECTION_HEARTBEAT.total_seconds())
             try:
                 await asyncio.to_thread(self.directory.renew)
             except Exception as exc:

@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import AccountScope
 from ..agents.access import tier_of
 from ..agents.repository import PublicAgents
 from ..chats import service as chats
 from ..errors import BadInput, NotFound
+from ..scope import AccountScope
 from . import assertion
 
 WEB_CHANNEL = "web"  # the owner's chat box on the portal's chat page

@@ -93,8 +93,8 @@ async def request_session(
     """The request's one transaction: committed when the endpoint returns, rolled back when
     it raises (a refusal included). Services flush, never commit.
 
-    Use as `Depends(request_session, scope="function")`, so the commit happens before the
-    answer is sent: a client never sees a success that was not kept."""
+    Use as `Db` (below: `Depends(request_session, scope="function")`), so the commit happens
+    before the answer is sent: a client never sees a success that was not kept."""
     async with _transaction(request, request.app.state.sessions) as session:
         yield session
 
@@ -106,10 +106,16 @@ async def read_request_session(
     SQLite it reads a snapshot beside writers instead of queueing for the write lock behind
     them (and holding it from them). Writes keep `request_session`'s BEGIN IMMEDIATE.
 
-    Use as `Depends(read_request_session, scope="function")`, and verify the caller through
-    it too (a second session would be a second transaction)."""
+    Use as `ReadDb` (below: `Depends(read_request_session, scope="function")`), and verify
+    the caller through it too (a second session would be a second transaction)."""
     async with _transaction(request, request.app.state.reading_sessions) as session:
         yield session
+
+
+# An endpoint's session: `db: Db` (a write's), `db: ReadDb` (an endpoint that only reads,
+# its caller verified in the same read-only transaction).
+Db = Annotated[Session, Depends(request_session, scope="function")]
+ReadDb = Annotated[Session, Depends(read_request_session, scope="function")]
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ both databases (SQLite's batch mode needs the names).
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -436,10 +436,16 @@ class ChatMessage(Base):
 # for a NOTIFY. Written by the connect feature alone, each in a short session of its own.
 
 
+# How often a portal process renews its connections' rows, and when a row not renewed is of
+# a dead process: connect/directory.py keeps the rows, the agent's page counts them.
+CONNECTION_HEARTBEAT = timedelta(seconds=5)
+CONNECTION_STALE = CONNECTION_HEARTBEAT * 4
+
+
 class AgentConnection(Base):
     """A live WebSocket of an agent, held by the portal process `process_id`. The process
-    renews `seen_at` while it lives; a row not renewed for a while is of a dead process and
-    is neither trusted nor kept."""
+    renews `seen_at` every CONNECTION_HEARTBEAT while it lives; a row not renewed for
+    CONNECTION_STALE is of a dead process and is neither trusted nor kept."""
 
     __tablename__ = "agent_connections"
     __table_args__ = (Index(None, "agent_id", "seen_at"),)

@@ -18,9 +18,9 @@ import numpy as np
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import SystemScope, require_system_scope
 from ..db import dialect, pgvector
 from ..db.tables import MemoryEntry, MemoryFeed, MemoryRetention, MemoryVector, utcnow
+from ..scope import SystemScope, require_system_scope
 
 BATCH = 32
 MAX_TEXT_CHARS = 8000  # models read far less; the rest would only cost

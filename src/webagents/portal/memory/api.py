@@ -18,9 +18,10 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from ..accounts.auth import ApiAgent, ApiAgentReading, Db, ReadDb
-from ..accounts.scope import AgentScope
+from ..accounts.auth import ApiAgent, ApiAgentReading
+from ..db.engine import Db, ReadDb
 from ..errors import BadInput, Forbidden
+from ..scope import AgentScope
 from . import search as searching
 from . import service
 from .quotas import QuotaExceeded, quotas_of

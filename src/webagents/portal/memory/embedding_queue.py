@@ -27,10 +27,10 @@ import uuid
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from ..accounts.scope import SystemScope
 from ..db import dialect
 from ..db.engine import read_only
 from ..embeddings import Embedder
+from ..scope import SystemScope
 from .across_agents import BATCH, AcrossAgents
 
 log = logging.getLogger("webagents.portal.memory")

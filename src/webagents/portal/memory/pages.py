@@ -21,9 +21,10 @@ from fastapi.responses import RedirectResponse, Response
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...portal_wire.memory import EntryOut
-from ..accounts.auth import Db, SignedIn
-from ..accounts.scope import AccountScope
+from ..accounts.auth import SignedIn
+from ..db.engine import Db
 from ..errors import BadInput, Conflict, NotFound, PortalError
+from ..scope import AccountScope
 from ..web import CSRF_FIELD, FormSecrets, flash
 from . import export, retention, service
 from . import search as searching

@@ -29,7 +29,6 @@ writers of two agents of one user at the same instant may pass it by one write e
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from fastapi.responses import JSONResponse
@@ -39,8 +38,7 @@ from starlette.requests import Request
 from ...openai_wire import error_body
 from ...server.api_errors import error_type
 from ..errors import PortalError
-
-MB = 1024 * 1024
+from ..settings import MB, OPTIONS, MemoryQuotas
 
 
 class QuotaExceeded(PortalError):
@@ -67,49 +65,6 @@ class QuotaExceeded(PortalError):
         body = error_body(self.message, error_type(self.status), self.code)
         body["error"]["param"] = self.option
         return JSONResponse(body, status_code=self.status)
-
-
-@dataclass(frozen=True)
-class MemoryQuotas:
-    """The bounds, as `webagents portal serve` sets them (defaults: sized for notes, not
-    for files: an agent's 10,000 notes of 10 KB would be 100 MB)."""
-
-    agent_entries: int = 10_000
-    agent_bytes: int = 100 * MB
-    user_entries: int = 50_000
-    user_bytes: int = 500 * MB
-    versions_per_entry: int = 20
-    # Versions hold each note's current text too: three times the live bytes leaves room
-    # for a few versions of every note, and for notes forgotten within retention.
-    agent_version_bytes: int = 300 * MB
-    user_version_bytes: int = 1500 * MB
-
-
-DEFAULT_QUOTAS = MemoryQuotas()
-
-# The options of `portal serve` that set each bound: messages name them.
-OPTIONS = {
-    "agent_entries": "--memory-agent-entries",
-    "agent_bytes": "--memory-agent-bytes",
-    "user_entries": "--memory-user-entries",
-    "user_bytes": "--memory-user-bytes",
-    "versions_per_entry": "--memory-versions",
-    "agent_version_bytes": "--memory-agent-version-bytes",
-    "user_version_bytes": "--memory-user-version-bytes",
-}
-
-_SIZE = re.compile(r"(\d+)\s*([KMG]B?|B)?", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "K": 1024, "M": MB, "G": 1024 * MB}
-
-
-def parse_size(given: str) -> int:
-    """A size as an option gives it: bytes, or with K, M or G (1024-based): `100MB`;
-    ValueError with what is expected otherwise."""
-    found = _SIZE.fullmatch(given.strip())
-    if found is None or int(found.group(1)) < 1:
-        raise ValueError(f"a size like 100MB, 512K or 1G (or bytes: 1048576), not {given!r}")
-    unit = (found.group(2) or "").upper().removesuffix("B")
-    return int(found.group(1)) * _UNITS[unit]
 
 
 def quotas_of(request: Request) -> MemoryQuotas:

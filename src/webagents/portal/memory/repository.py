@@ -31,14 +31,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from ..accounts.scope import (
-    AccountScope,
-    AgentScope,
-    SystemScope,
-    require_agent_scope,
-    require_scope,
-    require_system_scope,
-)
 from ..db import dialect, pgvector
 from ..db.tables import (
     Agent,
@@ -49,6 +41,14 @@ from ..db.tables import (
     MemoryVersion,
 )
 from ..errors import NotFound
+from ..scope import (
+    AccountScope,
+    AgentScope,
+    SystemScope,
+    require_agent_scope,
+    require_scope,
+    require_system_scope,
+)
 from .quotas import Usage
 
 _MADE_HERE = object()

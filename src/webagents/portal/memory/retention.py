@@ -28,9 +28,9 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import ColumnElement, and_, false, or_
 from sqlalchemy.orm import InstrumentedAttribute, Session, sessionmaker
 
-from ..accounts.scope import SystemScope
 from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict
+from ..scope import SystemScope
 from . import service
 from .across_agents import AcrossAgents
 from .repository import MemoryStore

@@ -16,9 +16,10 @@ from datetime import UTC, datetime, timedelta
 from ...portal_wire.memory import EntryOut
 from ..db.tables import MemoryEntry, MemoryVersion
 from ..errors import BadInput, Conflict, NotFound
+from ..settings import DEFAULT_QUOTAS, MemoryQuotas
 from ..storable import check_storable
 from .changes import changed as tell_after_commit
-from .quotas import DEFAULT_QUOTAS, MemoryQuotas, check_write
+from .quotas import check_write
 from .repository import MemoryStore
 from .schemas import (
     MAX_SYNC_BYTES,

@@ -18,10 +18,10 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
-from ..accounts.credentials import digest, new_api_key, shown_prefix
-from ..accounts.scope import AccountScope, PreAuthLookup, require_scope
 from ..db.tables import Agent, AgentKey
 from ..errors import BadInput, NotFound
+from ..scope import AccountScope, PreAuthLookup, require_scope
+from .credentials import digest, new_api_key, shown_prefix
 
 # How stale `last_used_at` may be: a key in use writes at most once in this while, so that
 # an agent's every request is not also a write of its key's row.

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from sqlalchemy import delete, select, update
 
-from ..accounts.scope import PreAuthLookup
 from ..db.tables import ApiKey, IssuedToken, SigningKey
+from ..scope import PreAuthLookup
 
 
 class SigningKeys(PreAuthLookup):

@@ -1,12 +1,13 @@
 """The scopes every query of the portal runs in, and so everything it may reach.
 
 An AccountScope (the account a request was verified as) or an AgentScope (an agent verified
-by its key) is made only by `auth.py`, from a verified identity; every scoped repository
-refuses to be made without one, and starts every query from it, so no query can run for
-nobody or for everybody. A SystemScope names a background job that works across accounts
-(the embedding worker, the retention sweeper, Portal Connect's directory): unscoped access
-is `grep -rn SystemScope`. The lookups that come before anyone is verified (a username at
-sign-in, a token, key or code by its hash) are `PreAuthLookup`s, and nothing else is.
+by its key) is made only by `accounts/auth.py`, from a verified identity; every scoped
+repository refuses to be made without one, and starts every query from it, so no query can
+run for nobody or for everybody. A SystemScope names a background job that works across
+accounts (the embedding worker, the retention sweeper, Portal Connect's directory): unscoped
+access is `grep -rn SystemScope`. The lookups that come before anyone is verified (a username
+at sign-in, a token, key or code by its hash) are `PreAuthLookup`s, and nothing else is.
+Every feature's repositories are made from these, so this module sits below them all.
 """
 
 from __future__ import annotations

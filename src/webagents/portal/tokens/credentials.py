@@ -1,6 +1,7 @@
-"""Secrets the portal hands out (browser session tokens, `rok_...` API keys) and how they
-are kept: only a SHA-256 of each is stored. They are 256 random bits, so a fast hash is
-enough (no dictionary to try); passwords, chosen by people, get argon2 (passwords.py)."""
+"""Secrets the portal hands out (browser session tokens, `rok_...` API keys and agent keys)
+and how they are kept: only a SHA-256 of each is stored. They are 256 random bits, so a fast
+hash is enough (no dictionary to try); passwords, chosen by people, get argon2
+(accounts/passwords.py)."""
 
 from __future__ import annotations
 
