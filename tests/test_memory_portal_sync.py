@@ -23,7 +23,9 @@ from tests.memory_helpers import ALICE, BOB, OWNER, memory_agent, use
 from tests.memory_portal_double import KEY, MemoryDouble
 from webagents.agent_file import load_agent
 from webagents.errors import ConfigError
-from webagents.portal_link.memory_sync.files import SyncFiles
+from webagents.home import agent_key_file
+from webagents.portal_link.login import agent_key
+from webagents.portal_link.memory_sync.files import SyncFiles, portal_link
 from webagents.portal_link.memory_sync.sync import PortalSync
 from webagents.rights import rights_of
 from webagents.skills.memory import MemorySkill
@@ -353,6 +355,26 @@ def test_m12_portal_true_without_the_agents_key_says_how_to_get_one(
         "memory: portal: true keeps notes in the portal's memory store, which needs the agent's "
         "platform key: publish the agent (webagents publish) or set WEBAGENTS_AGENT_TOKEN"
     )
+
+
+def test_m12_a_kept_key_wins_over_the_variable_which_cannot_be_every_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's agents share one environment: WEBAGENTS_AGENT_TOKEN there is at most one
+    agent's key, so a key publish kept for the folder's agent is used first, as Connect does
+    (login.agent_key); the variable serves a folder with no kept key."""
+    agent_id = "0b6a3c1e-8f1d-4c55-9a57-3f1c2b9d4e11"
+    folder = tmp_path / "a"
+    (folder / ".webagents").mkdir(parents=True)
+    link = {"link": {"agentId": agent_id, "portal": "http://127.0.0.1:9"}}
+    (folder / ".webagents" / "config.json").write_text(json.dumps(link))
+    monkeypatch.setenv("WEBAGENTS_AGENT_TOKEN", "another-agents-key")
+    assert portal_link(folder, None).key == "another-agents-key"  # nothing kept: the variable
+    kept = agent_key_file(agent_id)
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("rok_this_agents_key\n")
+    assert portal_link(folder, None).key == "rok_this_agents_key"
+    assert agent_key(agent_id, None) == "rok_this_agents_key"  # Connect's rule is the same
 
 
 async def test_p7_local_false_keeps_no_notes_in_the_agents_folder(

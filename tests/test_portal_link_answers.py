@@ -164,8 +164,16 @@ def test_p5_client_reads_a_sync_page_with_an_older_portals_integer_cursor() -> N
             "access_token",
             "Field required",
         ),
+        (
+            {"user": {"id": "u-42"}},
+            lambda c: c.me(),
+            "GET",
+            "/api/users/me",
+            "user.username",
+            "Field required",
+        ),
     ],
-    ids=["sync-line-time", "sync-page-more", "entry-content", "forgotten", "chats", "token"],
+    ids=["sync-line-time", "sync-page-more", "entry-content", "forgotten", "chats", "token", "me"],
 )
 def test_p5_p9_p3_a_malformed_answer_is_refused_naming_its_field(
     body: dict[str, Any],
@@ -178,6 +186,13 @@ def test_p5_p9_p3_a_malformed_answer_is_refused_naming_its_field(
     with pytest.raises(BadAnswer) as refused:
         call(answering(body))
     assert str(refused.value) == refusal(method, path, field, problem)
+
+
+def test_p3_whoami_reads_what_p3_promises_and_lets_the_rest_be() -> None:
+    """Another portal of the platform may name its users by ids that are not UUIDs and add
+    fields of its own, or leave out this portal's `created_at`."""
+    user = answering({"user": {"id": "u-42", "username": "ann", "plan": "pro"}}).me()
+    assert (user.id, user.username) == ("u-42", "ann")
 
 
 @pytest.mark.parametrize("body", [b"<html>not found</html>", [1, 2]], ids=["html", "list"])

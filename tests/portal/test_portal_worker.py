@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
+from webagents.portal.db.engine import make_engine, make_sessions
+from webagents.portal.memory import retention
+from webagents.portal.memory.repository import MemoryStore
+from webagents.portal.scope import SystemScope
+from webagents.portal.settings import PortalSettings
+
 from .conftest import PASSWORD
+from .connect_agent import ConnectAgent
 from .memory_helpers import SynonymEmbedder
 from .processes import Child, Served, portal
 
@@ -235,3 +244,64 @@ def test_p5_on_sqlite_one_process_runs_the_background_jobs(
         first.stop()
         if second is not None:
             second.stop()
+
+
+def _keep_owner_notes_for(days: int, database: str, agent_id: str) -> None:
+    """The owner's retention rule for `owner`, as the owner's memory page sets it."""
+    engine = make_engine(PortalSettings(database_url=database))
+    try:
+        with make_sessions(engine)() as db:
+            page = SystemScope("test: the owner's retention form")
+            retention.set_rule(MemoryStore.for_system(db, page, uuid.UUID(agent_id)), "owner", days)
+            db.commit()
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.e2e  # runs the installed webagents command
+def test_p12_a_portal_workers_retention_is_told_to_the_agents_connections_at_once(
+    tmp_path: Path, fresh_database_url: str
+) -> None:
+    """The worker serves no connection: the serving process that holds the agent's is told
+    over PostgreSQL's bus, and tells the agent (`memory_changed`), as for the API's writes."""
+    if not fresh_database_url.startswith("postgresql"):
+        pytest.skip("a worker tells the serving processes over PostgreSQL (SQLite: next sync)")
+    database = fresh_database_url
+    served = Served(tmp_path, "--background-jobs", "none", "--database", database)
+    try:
+        agent, agent_id = _agent(tmp_path, served, database)
+        forty_days_ago = (datetime.now(UTC) - timedelta(days=40)).isoformat()
+        with httpx.Client(base_url=served.url, headers=agent, params={"agentId": agent_id}) as http:
+            note = {"namespace": "owner", "key": "old", "content": "expired", "at": forty_days_ago}
+            assert http.put(URL, json=note).status_code == 200
+            _keep_owner_notes_for(30, database, agent_id)
+            connected = ConnectAgent(served.url, agent["Authorization"].removeprefix("Bearer "))
+            try:
+                connected.wait_for("hellos")
+                worker = Child(
+                    tmp_path,
+                    "portal",
+                    "worker",
+                    "--embeddings",
+                    "none",
+                    "--database",
+                    database,
+                    env={retention.SWEEP_SECONDS_ENV: "0.2"},
+                )
+                try:
+                    connected.wait_for("memory")  # before: only at the agent's next sync
+                finally:
+                    assert worker.stop() == 0
+            finally:
+                connected.stop()
+            found = http.get(URL, params={"action": "get", "namespace": "owner", "key": "old"})
+            assert found.json() == {"entry": None}, found.text
+            pulled = http.get(URL, params={"action": "sync"}).json()
+    finally:
+        served.stop()
+    (removal,) = [line for line in pulled["lines"] if line["op"] == "delete"]
+    assert (removal["key"], removal["by"] if "by" in removal else "retention") == (
+        "old",
+        "retention",
+    )
+    assert connected.seen.memory[-1] == {"type": "memory_changed", "cursor": pulled["cursor"]}

@@ -17,8 +17,8 @@ from ..chat_completions import NO_ENDPOINT, OpenAIModel
 from ..errors import ConfigError
 from ..model import Model
 from ..offline import OFFLINE_MEMORY_HINT, OFFLINE_NOTICE, OfflineModel
-from ..portal_link.connect import Connector, agent_key
-from ..portal_link.login import AGENT_TOKEN_ENV
+from ..portal_link.connect import Connector
+from ..portal_link.login import AGENT_TOKEN_ENV, agent_key
 from ..server import AgentHost, ServedAgent, create_app
 from ..server.connection_limits import ConnectionGuard, ConnectionLimits, connection_cap, file_limit
 from ..server.flood import AcceptErrors

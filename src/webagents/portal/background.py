@@ -22,7 +22,9 @@ from typing import IO, Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import ConfigError
+from .connect.notices import JobNotices
 from .embeddings import Embedder
+from .memory import changes
 from .memory.embedding_queue import EmbeddingWorker
 from .memory.retention import Sweeper
 from .settings import PortalSettings
@@ -109,12 +111,20 @@ class Worker:
                 raise ConfigError(TAKEN)
         self.jobs = Jobs(sessions, embedder, idle=idle)
         self._stopped = threading.Event()
+        # Retention's removals told to the agents' connections, held by the serving
+        # processes (on SQLite there is no bus: the agents' next sync brings them).
+        self._notices = None if settings.is_sqlite else JobNotices(sessions)
+        self._stop_listening = (
+            changes.listen(sessions, self._notices) if self._notices is not None else None
+        )
 
     @property
     def embedded(self) -> int:
         return self.jobs.embedding.embedded if self.jobs.embedding is not None else 0
 
     def start(self) -> Worker:
+        if self._notices is not None:
+            self._notices.start()
         self.jobs.start()
         return self
 
@@ -124,6 +134,10 @@ class Worker:
 
     def stop(self) -> None:
         self.jobs.stop()
+        if self._stop_listening is not None and self._notices is not None:
+            stop_listening, self._stop_listening = self._stop_listening, None
+            stop_listening()
+            self._notices.stop()
         if self._lock is not None:
             self._lock.release()
         self._stopped.set()

@@ -18,7 +18,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from ..errors import WebAgentsError
-from ..portal_wire.accounts import CliToken, MeOut, Revoked, UserOut
+from ..portal_wire.accounts import CliToken, Revoked, SignedIn, SignedInUser
 from ..portal_wire.chats import ChatMessages, ConversationOut, Conversations, Recorded
 from ..portal_wire.memory import (
     EntriesAnswer,
@@ -158,8 +158,8 @@ class PortalClient:
 
     # -- sign-in (P3) -----------------------------------------------------------------------
 
-    def me(self) -> UserOut:
-        return self._checked(self._send("GET", "/api/users/me"), MeOut).user
+    def me(self) -> SignedInUser:
+        return self._checked(self._send("GET", "/api/users/me"), SignedIn).user
 
     def exchange_key(self) -> CliToken:
         """This client's bearer is an API key: an access token for it."""

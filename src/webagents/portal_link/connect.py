@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 from collections.abc import Coroutine
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from ..server.hosting import AgentHost, ServedAgent
 from ..server.relay import Frame, RelayedRequest, SendFrame
 from ..skills.auth import AuthSkill
 from .errors import first_problem
-from .login import AGENT_TOKEN_ENV, load_login, portal_url
+from .login import AGENT_TOKEN_ENV, agent_key, load_login, portal_url
 from .memory_sync.sync import PortalSync
 
 log = logging.getLogger("webagents.connect")
@@ -70,18 +69,6 @@ def websocket_url(portal: str) -> str:
     """`<portal>/ws` with the WebSocket scheme (wss:// for an https:// portal)."""
     scheme, _, rest = portal.rstrip("/").partition("://")
     return f"{'wss' if scheme == 'https' else 'ws'}://{rest}/ws"
-
-
-def agent_key(agent_id: str | None, profile: str | None) -> str | None:
-    """The key `webagents publish` kept for the agent on this machine, else
-    WEBAGENTS_AGENT_TOKEN; None when there is neither."""
-    if agent_id is not None:
-        path = agent_key_file(agent_id, profile)
-        with contextlib.suppress(FileNotFoundError):
-            key = path.read_text(encoding="utf-8").strip()
-            if key:
-                return key
-    return os.environ.get(AGENT_TOKEN_ENV, "").strip() or None
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
 
 from .._files import atomic_write
 from ..errors import ConfigError
-from ..home import login_file
+from ..home import agent_key_file, login_file
 
 PORTAL_URL_ENV = "ROBUTLER_API_URL"
 DEFAULT_PORTAL = "http://127.0.0.1:8700"
 AGENT_TOKEN_ENV = "WEBAGENTS_AGENT_TOKEN"
 """The agent's platform key where `webagents publish` kept none on this machine."""
+
+
+def agent_key(agent_id: str | None, profile: str | None) -> str | None:
+    """The agent's platform key on this machine: the one `webagents publish` kept for the
+    agent, else WEBAGENTS_AGENT_TOKEN (one variable cannot be the key of each agent a daemon
+    serves, so a kept key wins); None when there is neither."""
+    if agent_id is not None:
+        with contextlib.suppress(FileNotFoundError):
+            key = agent_key_file(agent_id, profile).read_text(encoding="utf-8").strip()
+            if key:
+                return key
+    return os.environ.get(AGENT_TOKEN_ENV, "").strip() or None
 
 
 def portal_url(given: str | None, remembered: str | None = None) -> str:

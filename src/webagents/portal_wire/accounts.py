@@ -16,9 +16,24 @@ class UserOut(BaseModel):
 
 
 class MeOut(BaseModel):
-    """`GET /api/users/me` (SPEC P3): `{user: {id, username, ...}}`."""
+    """`GET /api/users/me` (SPEC P3): `{user: {id, username, ...}}`, as this portal answers."""
 
     user: UserOut
+
+
+class SignedInUser(BaseModel):
+    """What SPEC P3 promises of the user `GET /api/users/me` names, all a client may count
+    on: any portal of the platform answers an id and a username; the rest is its own."""
+
+    id: str
+    username: str
+
+
+class SignedIn(BaseModel):
+    """`GET /api/users/me` as a client reads it, from this portal or another of the
+    platform's."""
+
+    user: SignedInUser
 
 
 class CliToken(BaseModel):

@@ -179,7 +179,7 @@ async def _answer(
 async def _send(conversation: Conversation, message: Message) -> TurnResult:
     try:
         return await conversation.send(message)
-    except SessionConflict:  # said here: the shared errors call it a damaged file
+    except SessionConflict:  # said here, with where this API reads what went on
         raise _went_on(conversation.ctx.conversation_id or "") from None
 
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from ..errors import ModelError, TurnLimitError
-from ..sessions import SessionError, SessionLimitError, SessionLinkError
+from ..sessions import SessionConflict, SessionError, SessionLimitError, SessionLinkError
 from .api_errors import ApiError
 from .flood import FloodLog
 
@@ -62,6 +62,14 @@ def runtime_error(exc: Exception) -> ApiError:
             507,
             "the agent's disk is full, so the conversation was not kept; try again later",
             "insufficient_storage",
+        )
+    if isinstance(exc, SessionConflict):  # not damage: another request went first
+        return ApiError(
+            409,
+            f"the kept conversation {exc.session_id!r} went on meanwhile (another request "
+            "added to it while this one ran), so this change was not kept: read it again and "
+            "send this one again",
+            "conversation_changed",
         )
     if isinstance(exc, SessionError):
         log.error("%s", exc)  # the path is for the log, not the client

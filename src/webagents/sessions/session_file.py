@@ -65,6 +65,7 @@ class SessionConflict(SessionError):
     earlier ones this conversation lost) without being asked to replace it: nothing written."""
 
     def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
         super().__init__(
             f"the kept conversation {session_id!r} has messages this one does not (it was "
             "continued elsewhere after it was loaded here, or this one lost earlier turns); it "

@@ -12,11 +12,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..db.tables import CONNECTION_STALE, AgentConnection, RelayPayload
 from ..scope import SystemScope, require_system_scope
+from .bus import channel_of
 
 # A payload row nobody took (its receiver died) is dropped after this.
 PAYLOAD_KEPT = timedelta(minutes=5)
@@ -88,6 +89,13 @@ class Directory:
                 )
             ).all()
         return [Holder(process_id, connection_id) for process_id, connection_id in rows]
+
+    def notify(self, process_ids: set[uuid.UUID], message: str) -> None:
+        """Send a short bus message (bus.py's channels, NOTIFY's limit: a few hundred bytes
+        here) to each process, from a process that runs no bus of its own (a worker)."""
+        with self._sessions.begin() as db:
+            for process_id in process_ids:
+                db.execute(select(func.pg_notify(channel_of(process_id), message)))
 
     def is_live(self, holder: Holder) -> bool:
         fresh = datetime.now(UTC) - CONNECTION_STALE

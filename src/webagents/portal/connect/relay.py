@@ -31,7 +31,7 @@ from . import protocol
 from .bus import Bus
 from .directory import RELAY, Directory, Holder
 from .live import LiveConnection, Registry, Reply
-from .notices import MemoryNotices
+from .notices import MemoryNotices, bus_notice
 
 log = logging.getLogger("webagents.portal.connect")
 
@@ -183,7 +183,7 @@ class Relay:
         if not holders:
             return
         bus = await self._ensure_bus()
-        notice = {"kind": "memory_changed", "agent_id": str(agent_id), "cursor": cursor}
+        notice = bus_notice(agent_id, cursor)
         for process_id in {holder.process_id for holder in holders}:
             bus.post(process_id, notice)
 

@@ -38,7 +38,7 @@ from typing import Any
 from ..._files import open_file_at, open_private_dir, write_at
 from ...errors import ConfigError
 from ...home import agent_key_file, is_agent_id, webagents_home
-from ..login import AGENT_TOKEN_ENV, load_login, portal_url
+from ..login import AGENT_TOKEN_ENV, agent_key, load_login, portal_url
 
 log = logging.getLogger("webagents.memory")
 
@@ -101,9 +101,9 @@ class PortalLink:
 
 
 def portal_link(folder: Path, profile: str | None) -> PortalLink:
-    """The portal and the agent's key: `WEBAGENTS_AGENT_TOKEN`, else the key `webagents
-    publish` kept for the folder's `link.agentId`; the portal by portal_url's rules (the
-    link's portal, else the last login's, ROBUTLER_API_URL before either)."""
+    """The portal and the agent's key (login.agent_key: the key `webagents publish` kept for
+    the folder's `link.agentId`, else `WEBAGENTS_AGENT_TOKEN`); the portal by portal_url's
+    rules (the link's portal, else the last login's, ROBUTLER_API_URL before either)."""
     config_file = folder / ".webagents" / "config.json"
     link: dict[str, Any] = {}
     with contextlib.suppress(FileNotFoundError):
@@ -116,24 +116,20 @@ def portal_link(folder: Path, profile: str | None) -> PortalLink:
         if isinstance(config, dict) and isinstance(config.get("link"), dict):
             link = config["link"]
     agent_id = link.get("agentId") if is_agent_id(link.get("agentId")) else None
-    key = os.environ.get(AGENT_TOKEN_ENV, "").strip()
-    if not key:
+    key = agent_key(str(agent_id) if agent_id else None, profile)
+    if key is None:
         if agent_id is None:
             raise ConfigError(
                 "memory: portal: true keeps notes in the portal's memory store, which needs the "
                 "agent's platform key: publish the agent (webagents publish) or set "
                 f"{AGENT_TOKEN_ENV}"
             )
-        path = agent_key_file(str(agent_id), profile)
-        try:
-            key = path.read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            raise ConfigError(
-                f"memory: portal: true needs this machine's key for the agent ({path}, none "
-                "yet): run webagents publish in the agent's folder (on another machine than "
-                "the first it links the same agent and gives this machine its own key), or "
-                f"set {AGENT_TOKEN_ENV}"
-            ) from None
+        raise ConfigError(
+            f"memory: portal: true needs this machine's key for the agent "
+            f"({agent_key_file(str(agent_id), profile)}, none yet): run webagents publish in "
+            "the agent's folder (on another machine than the first it links the same agent "
+            f"and gives this machine its own key), or set {AGENT_TOKEN_ENV}"
+        )
     remembered = link.get("portal") if isinstance(link.get("portal"), str) else None
     if remembered is None:
         login = load_login(profile)
