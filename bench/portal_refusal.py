@@ -42,29 +42,36 @@ def _request(method: str, host: str, target: str, key: str, body: bytes = b"") -
     return head.encode() + body
 
 
-async def _refused(host: str, port: int, request: bytes, count: int) -> int:
-    """Send `request` `count` times on one connection; the answers that were 503 with
-    Retry-After (anything else stops the run: the gate was not full)."""
+async def _refused(host: str, port: int, request: bytes, count: int, *, fresh: bool) -> int:
+    """Send `request` `count` times on one connection (`fresh`: each on a new one, as a
+    client makes that waited out a Retry-After longer than its keep-alive); the answers that
+    were 503 with Retry-After (anything else stops the run: the gate was not full)."""
+    if fresh:
+        return sum([await _refused(host, port, request, 1, fresh=False) for _ in range(count)])
     reader, writer = await asyncio.open_connection(host, port)
     refused = 0
     try:
         for _ in range(count):
             writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode("latin-1").lower().split("\r\n")
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            lines = head.lower().split("\r\n")
             length = next(int(line[15:]) for line in lines if line.startswith("content-length:"))
             body = await reader.readexactly(length)
-            if not lines[0].startswith("http/1.1 503") or "retry-after:" not in head.decode():
-                raise RuntimeError(f"not a refusal: {head.decode()}{body.decode()}")
+            if not lines[0].startswith("http/1.1 503") or "retry-after:" not in head.lower():
+                raise RuntimeError(f"not a refusal: {head}{body.decode()}")
             refused += 1
     finally:
         writer.close()
     return refused
 
 
-async def _many(host: str, port: int, request: bytes, answers: int, connections: int) -> int:
+async def _many(
+    host: str, port: int, request: bytes, answers: int, connections: int, *, fresh: bool
+) -> int:
     each = answers // connections
-    done = await asyncio.gather(*(_refused(host, port, request, each) for _ in range(connections)))
+    done = await asyncio.gather(
+        *(_refused(host, port, request, each, fresh=fresh) for _ in range(connections))
+    )
     return sum(done)
 
 
@@ -106,24 +113,29 @@ def main() -> None:
                 daemon=True,
             )
             holder.start()
+            get = _request(
+                "GET",
+                f"{host}:{port}",
+                f"{MEMORY}?action=get&namespace=shared&key=other",
+                target.agent_key,
+            )
             kinds = {
-                "memory get (no body)": _request(
-                    "GET",
-                    f"{host}:{port}",
-                    f"{MEMORY}?action=get&namespace=shared&key=other",
-                    target.agent_key,
+                "memory get (no body)": (get, False),
+                "memory put (JSON body)": (
+                    _request("PUT", f"{host}:{port}", MEMORY, target.agent_key, put),
+                    False,
                 ),
-                "memory put (JSON body)": _request(
-                    "PUT", f"{host}:{port}", MEMORY, target.agent_key, put
-                ),
+                "memory get, each on a new connection": (get, True),
             }
             try:
-                _wait_until_full(host, port, kinds["memory get (no body)"])
+                _wait_until_full(host, port, get)
                 print("\n| refused request | answers | portal CPU ms / 1000 refusals |")
                 print("|---|---:|---:|")
-                for kind, request in kinds.items():
+                for kind, (request, fresh) in kinds.items():
                     used = cpu_seconds(pid)
-                    count = asyncio.run(_many(host, port, request, args.answers, args.connections))
+                    count = asyncio.run(
+                        _many(host, port, request, args.answers, args.connections, fresh=fresh)
+                    )
                     used = cpu_seconds(pid) - used
                     print(f"| {kind} | {count} | {used * 1e6 / count:.0f} |", flush=True)
             finally:
@@ -137,7 +149,7 @@ def _wait_until_full(host: str, port: int, request: bytes) -> None:
     """Until the held put has the gate's one slot (a bounded poll): then a get is refused."""
     for _ in range(600):
         try:
-            asyncio.run(_refused(host, port, request, 1))
+            asyncio.run(_refused(host, port, request, 1, fresh=False))
             return
         except RuntimeError:
             time.sleep(0.05)
