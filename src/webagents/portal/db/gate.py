@@ -110,7 +110,7 @@ class DatabaseGate:
         self._forget_due(int(now))
         ahead = self.limits.slots + self._waiting + self._promised
         seconds = min(MAX_RETRY_AFTER_SECONDS, max(1, math.ceil(ahead * self._gap)))
-        due = int(now + seconds)
+        due = math.ceil(now + seconds)  # forgotten once that second has come
         self._due[due] = self._due.get(due, 0) + 1
         self._promised += 1
         return seconds
