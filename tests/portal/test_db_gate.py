@@ -75,22 +75,40 @@ async def test_p_gate_on_sqlite_writers_take_turns_and_readers_pass_them() -> No
     assert order == ["reader", "first writer done", "second writer"]
 
 
-def test_p_gate_retry_after_spreads_while_it_refuses_more_than_it_serves(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Refused clients told one second would all come back at once: the spread doubles each
-    second the gate refused more than it served, up to 10 s, and is back at one after a
-    quiet second."""
+def _measured(monkeypatch: pytest.MonkeyPatch, gap: float) -> tuple[DatabaseGate, list[float]]:
+    """A gate whose slots and queue are full (8 and 64), that has measured one request
+    finished every `gap` seconds, and its clock (now[0])."""
     now = [1000.0]
     monkeypatch.setattr(gate.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(gate.random, "randint", lambda low, high: high)  # the spread itself
-    made = DatabaseGate(GateLimits(), one_writer=False)
-    told = []
-    for second in range(6):
-        now[0] = 1000.0 + second
-        told.append(made.retry_after())
-        made.retry_after()  # two refused, one served: more refused than served
+    made = DatabaseGate(GateLimits(slots=8, waiting=64), one_writer=False)
+    made._waiting = 64
+    for _ in range(200):  # finished while others wait: the gap's average comes to `gap`
+        now[0] += gap
         made._finished()
-    assert told == [1, 2, 4, 8, 10, 10]
-    now[0] = 1010.0  # seconds with nothing refused nor served
-    assert made.retry_after() == 1
+    return made, now
+
+
+def test_p_gate_retry_after_is_the_time_the_requests_before_it_take(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Told when there will be room: the 72 requests in the gate and the clients refused
+    before it, at the measured rate (8 a second here), rounded up to whole seconds; each
+    second's clients are told to come back as many as the gate serves in a second, in the
+    order they were refused, and the promises of seconds that have come are forgotten."""
+    made, now = _measured(monkeypatch, 0.125)
+    told = [made.retry_after() for _ in range(40)]
+    # 72 ahead: 9 s; then 8 clients more each second (73 to 80 ahead: 10 s; ...).
+    assert told == [9] + [10] * 8 + [11] * 8 + [12] * 8 + [13] * 8 + [14] * 7
+    now[0] += 20  # every promise's second has come: only the gate's 72 are ahead again
+    assert made.retry_after() == 9
+
+
+def test_p_gate_retry_after_is_one_to_thirty_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded: at least 1 s (a fast gate, or one that measured nothing yet), at most 30 s
+    (a slow one with a crowd before it), so that no client is told to wait for ever."""
+    fast, _ = _measured(monkeypatch, 0.001)
+    assert [fast.retry_after() for _ in range(3)] == [1, 1, 1]
+    assert DatabaseGate(GateLimits(), one_writer=False).retry_after() == 1
+    slow, _ = _measured(monkeypatch, 0.25)
+    told = [slow.retry_after() for _ in range(100)]
+    assert (told[0], told[44], told[45], told[-1], max(told)) == (18, 29, 30, 30, 30)

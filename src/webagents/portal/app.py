@@ -19,7 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlalchemy import Engine
-from starlette.datastructures import MutableHeaders, State
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,6 +49,7 @@ from .memory import changes as memory_changes
 from .memory import forget_pages as memory_forget_pages
 from .memory import pages as memory_pages
 from .memory.embedding_queue import EmbeddingWorker
+from .refusal import EarlyRefusal
 from .settings import PortalSettings
 from .static import router as static_router
 from .tokens import api as tokens_api
@@ -99,7 +100,7 @@ def create_app(
             if worker is not None:
                 worker.stop()
 
-    app = FastAPI(
+    app = _PortalApp(
         title="webagents portal",
         version=__version__,
         docs_url=None,
@@ -135,7 +136,6 @@ def create_app(
     app.include_router(memory_forget_pages.router)
     app.include_router(static_router)
 
-    app.add_middleware(_Refusing)
     app.add_middleware(_Headers)
 
     # Outermost (added last): a body over the cap is refused before a route parses it.
@@ -186,6 +186,24 @@ def create_app(
     return app
 
 
+class _PortalApp(FastAPI):
+    """FastAPI, with the refusals of a full database gate answered before anything else
+    (refusal.py), outside even Starlette's error middleware."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        settings: PortalSettings = self.state.settings
+        return EarlyRefusal(
+            super().build_middleware_stack(),
+            self.state.gate,
+            _refused_early,
+            settings.max_body_bytes,
+        )
+
+
+def _refused_early(path: str) -> bool:
+    return _is_api_path(path) and path != "/health"
+
+
 class _Headers:
     """The security headers of pages and of the API, added to each answer's start (unless the
     endpoint set its own). Plain ASGI, not `@app.middleware("http")`: that one runs every
@@ -212,38 +230,6 @@ class _Headers:
             await send(message)
 
         await self.app(scope, receive, sending)
-
-
-class _Refusing:
-    """An API request that the database gate would refuse at once is refused before the app
-    parses it: under a flood of clients the refusals must cost next to nothing, or they take
-    the time the admitted requests need. Pages are refused by the gate itself, on a page."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope["path"] if scope["type"] == "http" else ""
-        if not _is_api_path(path) or path == "/health":
-            await self.app(scope, receive, send)
-            return
-        state: State = scope["app"].state
-        refusal = cast("gate.DatabaseGate", state.gate).busy()
-        if refusal is None:
-            await self.app(scope, receive, send)
-            return
-        # The body read first (BodyLimit caps it): answered with its body unread, the
-        # connection could not carry the client's next request, and a client sending it at
-        # that moment would see the connection dropped.
-        message: Message = {"type": "http.request", "more_body": True}
-        while message.get("more_body", False) and message["type"] != "http.disconnect":
-            message = await receive()
-        answer = JSONResponse(
-            error_body(refusal.message, error_type(refusal.status), refusal.code),
-            status_code=refusal.status,
-            headers={"Retry-After": str(refusal.retry_after)},
-        )
-        await answer(scope, receive, send)
 
 
 def _is_api(request: Request) -> bool:

@@ -9,8 +9,11 @@ commit: at most `slots` work at once, as many as the pool holds connections, so 
 that got a slot never waits for a connection nor for a thread. The rest wait in the event
 loop, in order, for a slot; past `waiting` of them, or where the wait it would have (the
 queue before it times the recent gap between finished requests) is longer than
-`wait_seconds`, a request is answered 503 with Retry-After at once, which a client can act
-on, instead of piling up (and one still waiting after `wait_seconds` is answered so then).
+`wait_seconds`, a request is answered 503 at once, with a Retry-After that says when there
+will be room for it (retry_after), instead of piling up (and one still waiting after
+`wait_seconds` is answered so then). The portal refuses those before its app parses them
+(portal/refusal.py), so that a flood of clients costs it little more than the requests it
+serves.
 
 On SQLite the writers also take turns here, one at a time: they would anyway (one write lock
 per database), but waiting in SQLite's busy handler sleeps in growing steps and holds a
@@ -20,7 +23,7 @@ thread, while waiting here costs nothing and keeps arrival order.
 from __future__ import annotations
 
 import asyncio
-import random
+import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from ..errors import PortalError
 
 # The most seconds a refusal asks a client to wait before it tries again (see retry_after).
-MAX_RETRY_AFTER_SECONDS = 10
+MAX_RETRY_AFTER_SECONDS = 30
 # The weight of the latest gap between finished requests in their running average.
 GAP_WEIGHT = 0.1
 
@@ -66,12 +69,10 @@ class DatabaseGate:
         # ones): the time a newcomer would wait is about that times the queue before it.
         self._gap = 0.0
         self._finished_at: float | None = None
-        # What a refused client is asked to wait, at most (see retry_after), and the
-        # refusals and finished requests of this second, which set it for the next.
-        self._spread = 1
-        self._second = 0
-        self._refused = 0
-        self._served = 0
+        # The refused clients told to come back, by the second they are due (see
+        # retry_after), and how many they are in all.
+        self._due: dict[int, int] = {}
+        self._promised = 0
 
     def busy(self) -> Busy | None:
         """The refusal a request arriving now gets at once, or None if it may go on: it
@@ -94,26 +95,31 @@ class DatabaseGate:
         return Busy(why, self.retry_after())
 
     def retry_after(self) -> int:
-        """Seconds a refused client is asked to wait, at random up to a spread that doubles
-        each second in which the portal refused more requests than it served, and shrinks by
-        one each second it refused fewer than a quarter. Were refused clients all told one
-        second, they would all come back in the same moment, most to be refused again, and
-        the refusals would take the time the admitted requests need."""
-        self._count_second()
-        self._refused += 1
-        return random.randint(1, self._spread)
+        """Seconds a refused client is asked to wait: until the requests before it are
+        served at the rate the gate measures (one each `_gap` seconds), those in the gate
+        (every slot taken, and those waiting) and the clients refused before it that are not
+        due back yet, rounded up to whole seconds (HTTP's), 1 to MAX_RETRY_AFTER_SECONDS.
 
-    def _count_second(self) -> None:
-        second = int(time.monotonic())
-        if second == self._second:
-            return
-        if second != self._second + 1:
-            self._spread = 1  # a second or more with nothing refused nor served: no crowd
-        elif self._refused > self._served:
-            self._spread = min(MAX_RETRY_AFTER_SECONDS, self._spread * 2)
-        elif self._refused * 4 < self._served:
-            self._spread = max(1, self._spread - 1)
-        self._second, self._refused, self._served = second, 0, 0
+        So refused clients come back in the order they were refused, about as many each
+        second as the gate serves, not all in the same moment to be refused again; and the
+        more clients there are, the longer each is told to wait: the refusals a second stay
+        about the requests served a second, however many clients there are (told one second,
+        every client without a place would come back each second, and the refusals would
+        take the time the admitted requests need)."""
+        now = time.monotonic()
+        self._forget_due(int(now))
+        ahead = self.limits.slots + self._waiting + self._promised
+        seconds = min(MAX_RETRY_AFTER_SECONDS, max(1, math.ceil(ahead * self._gap)))
+        due = math.ceil(now + seconds)  # forgotten once that second has come
+        self._due[due] = self._due.get(due, 0) + 1
+        self._promised += 1
+        return seconds
+
+    def _forget_due(self, second: int) -> None:
+        """Forget the promises of seconds that have come: those clients are back, or not."""
+        if self._due and min(self._due) <= second:
+            for past in [due for due in self._due if due <= second]:
+                self._promised -= self._due.pop(past)
 
     @asynccontextmanager
     async def enter(self, *, writes: bool) -> AsyncIterator[None]:
@@ -152,8 +158,6 @@ class DatabaseGate:
             self._waiting -= 1
 
     def _finished(self) -> None:
-        self._count_second()
-        self._served += 1
         now = time.monotonic()
         if self._waiting and self._finished_at is not None:
             self._gap += (now - self._finished_at - self._gap) * GAP_WEIGHT
