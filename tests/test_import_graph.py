@@ -183,7 +183,7 @@ PORTAL_LAYERS: tuple[tuple[str, ...], ...] = (
     ("embeddings",),
     ("tokens",),
     ("web",),
-    ("accounts",),
+    ("accounts", "refusal"),
     ("agents", "cli_login"),
     ("chats", "memory"),
     ("connect",),

@@ -17,7 +17,8 @@ goes up):
 2. `embeddings/`: the models that turn notes into vectors;
 3. `tokens/`: signing keys, access tokens, agent keys, the digest of the secrets handed out;
 4. `web`: the pages' templates, cookies and CSRF (its form secrets come from signing keys);
-5. `accounts/`: users, passwords, sessions, and who a request is (`auth.py`);
+5. `accounts/`: users, passwords, sessions, and who a request is (`auth.py`); `refusal`:
+   a full database gate's 503, answered in front of the app (its outermost layer);
 6. `agents/` (the account's home and each agent's page included) and `cli_login/`;
 7. `chats/` and `memory/`, each on agents;
 8. `connect/`, on agents and chats;
