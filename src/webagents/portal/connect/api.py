@@ -1,6 +1,8 @@
 """Portal Connect over HTTP: the agents' WebSocket `/ws`, and the public endpoint that
 relays portal users to an agent: `POST /agents/<name>/chat/completions`, and the Responses
-API's and Conversations' paths under `/agents/<name>/` (RELAYED).
+API's and Conversations' paths under `/agents/<name>/` (RELAYED). A method one of those paths
+does not take is a 405 with `Allow`, and any other path below an agent's name a 404, both
+OpenAI-shaped.
 
 The WebSocket is authenticated with the agent's key before the upgrade (a 401, or close
 code 4401 where the server cannot answer before it); it opens no database session for its
@@ -229,7 +231,7 @@ for _method, _path in RELAYED:
     router.add_api_route(f"/agents/{{name}}/{_path}", _relaying(_method, _path), methods=[_method])
 
 
-def _not_taken(path: str, taken: list[str]) -> Callable[..., Awaitable[Response]]:
+def _not_taken(taken: list[str]) -> Callable[..., Awaitable[Response]]:
     allowed = ", ".join(sorted(taken))
 
     async def endpoint(request: Request, name: str) -> Response:
@@ -243,7 +245,7 @@ for _path in dict.fromkeys(path for _, path in RELAYED):
     _taken = [method for method, path in RELAYED if path == _path]
     router.add_api_route(
         f"/agents/{{name}}/{_path}",
-        _not_taken(_path, _taken),
+        _not_taken(_taken),
         methods=[m for m in _METHODS if m not in _taken],
         include_in_schema=False,
     )
@@ -319,9 +321,7 @@ def _cleared(
 
 
 def relay_error(exc: RelayError) -> JSONResponse:
-    return JSONResponse(
-        error_body(exc.message, error_type(exc.status), exc.code), status_code=exc.status
-    )
+    return _refused(exc.status, exc.message, exc.code)
 
 
 def _json_object(raw: bytes, hint: str) -> dict[str, Any]:
