@@ -317,6 +317,37 @@ async def test_mcp_skill_server_that_hangs_starting_again_is_a_tool_error_and_st
             os.kill(pid, 0)
 
 
+MUTE_SERVER = """
+import json
+import sys
+
+for line in sys.stdin:  # answers initialize, then nothing: a server stuck listing its tools
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        result = {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "mute", "version": "1"},
+        }
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def test_mcp_skill_reports_a_server_that_does_not_list_its_tools_within_its_limit(
+    tmp_path: Path,
+) -> None:
+    """Was: the load waited for the list for ever."""
+    mute = tmp_path / "mute.py"
+    mute.write_text(MUTE_SERVER, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        desk(tmp_path, {"command": [sys.executable, str(mute)], "timeout_seconds": 1})
+    assert str(refused.value) == (
+        f"skill 'mcp': the server 'tickets' ({sys.executable} {mute}) did not start or answer: "
+        "no list of tools within 1 s (timeout_seconds); check that the command runs and speaks "
+        "MCP on stdio"
+    )
+
+
 def test_mcp_skill_timeout_seconds_is_60_unless_given() -> None:
     skill = McpSkill.from_settings({"servers": {"a": {"command": ["x"]}, "b": {"url": "http://h"}}})
     given = McpSkill.from_settings({"servers": {"a": {"command": ["x"], "timeout_seconds": 2.5}}})
