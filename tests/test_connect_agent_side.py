@@ -334,7 +334,7 @@ async def test_p12_the_daemon_connects_each_published_agent_and_drops_a_removed_
                 for name, portal in portals.items()
             }
             (root / "beta" / "AGENT.md").unlink()
-            host.reload({root / "beta" / "AGENT.md"})
+            await host.reload({root / "beta" / "AGENT.md"})
             await _until(lambda: not portals["beta"].connected.is_set())
             targets = sorted(t.agent for t in connector.connections)
     finally:

@@ -139,13 +139,14 @@ async def test_p12_a_relayed_path_not_served_is_404_and_a_method_not_taken_is_40
         405,
         {
             "error": {
-                "message": "Method Not Allowed",
+                "message": "/agents/helper/chat/completions does not take GET: send POST",
                 "type": "invalid_request_error",
                 "param": None,
-                "code": None,
+                "code": "method_not_allowed",
             }
         },
     )
+    assert wrong_method.headers["allow"] == "POST"
 
 
 async def test_p12_a_relayed_path_outside_the_agent_or_an_unreadable_method_is_refused(

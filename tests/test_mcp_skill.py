@@ -24,7 +24,7 @@ from webagents.caller import Caller
 from webagents.context import Context
 from webagents.errors import ConfigError, SkillSettingsError
 from webagents.rights import offered_agent_credentials
-from webagents.skills.mcp import McpSkill
+from webagents.skills.mcp import McpSkill, connection
 from webagents.testing import ScriptedModel, call, call_unoffered, reply
 
 from .conftest import write_agent
@@ -32,6 +32,7 @@ from .conftest import write_agent
 SERVER = """
 import os
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -55,6 +56,13 @@ def pid() -> str:
 def die() -> str:
     \"\"\"Stop the server in the middle of the call.\"\"\"
     os._exit(3)
+
+
+@server.tool()
+def hang() -> str:
+    \"\"\"Never answers: a server stuck in a call.\"\"\"
+    time.sleep(3600)
+    return "woke"
 
 
 @server.tool()
@@ -83,7 +91,14 @@ if sys.argv[1:] == ["http"]:
 else:
     server.run()
 """
-NAMES = ["tickets__add", "tickets__pid", "tickets__die", "tickets__token", "tickets__refuse"]
+NAMES = [
+    "tickets__add",
+    "tickets__pid",
+    "tickets__die",
+    "tickets__hang",
+    "tickets__token",
+    "tickets__refuse",
+]
 ALICE = Caller.verified("alice@example.com")
 
 
@@ -252,6 +267,94 @@ async def test_mcp_skill_server_killed_mid_conversation_is_a_tool_error_then_res
     assert first.isdigit() and second.isdigit() and first != second
 
 
+async def test_mcp_skill_call_past_timeout_seconds_is_a_tool_error_and_the_server_restarted(
+    tmp_path: Path, script: Path
+) -> None:
+    """Was: no limit on a call; a server stuck in one held the turn for as long as it hung."""
+    model = ScriptedModel([call("tickets__pid"), call("tickets__hang"), call("tickets__pid"), "ok"])
+    agent = stdio_agent(tmp_path, script, model, timeout_seconds=3)
+    result = await (await agent.start(caller=Caller.owner())).send("go")
+    await agent.aclose()
+    first, hung, second = tool_messages(model)
+    assert result.output == "ok"
+    assert hung == (
+        "Error: the MCP server 'tickets' did not answer the call of 'hang' within its limit of "
+        "3 s (timeout_seconds); it was stopped, and is started again for the next call"
+    )
+    assert first.isdigit() and second.isdigit() and first != second
+    with pytest.raises(ProcessLookupError):  # the stuck server was stopped, not left behind
+        os.kill(int(first), 0)
+
+
+async def test_mcp_skill_server_that_hangs_starting_again_is_a_tool_error_and_stopped(
+    tmp_path: Path, script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: a start past its limit left the server's process running, unowned."""
+    starts = tmp_path / "starts"
+    hanging = tmp_path / "hanging.py"
+    hanging.write_text(
+        "import os, pathlib, runpy, sys, time\n"
+        f"starts = pathlib.Path({str(starts)!r})\n"
+        "with starts.open('a') as f:\n"
+        "    f.write(f'{os.getpid()}\\n')\n"
+        "if len(starts.read_text().split()) > 1:\n"
+        "    time.sleep(3600)  # the second start never speaks MCP\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    model = ScriptedModel([call("tickets__pid"), "ok"])
+    agent = desk(tmp_path, {"command": [sys.executable, str(hanging)]}, model)
+    monkeypatch.setattr(connection, "STARTUP_SECONDS", 2.0)  # after the load's own start
+    await (await agent.start(caller=Caller.owner())).send("go")
+    await agent.aclose()
+    assert tool_messages(model) == [
+        "Error: the MCP server 'tickets' failed (TimeoutError: no answer within 2 s of "
+        "starting); it is started again for the next call"
+    ]
+    loaded, hung = (int(pid) for pid in starts.read_text().split())
+    for pid in (loaded, hung):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+MUTE_SERVER = """
+import json
+import sys
+
+for line in sys.stdin:  # answers initialize, then nothing: a server stuck listing its tools
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        result = {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "mute", "version": "1"},
+        }
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+def test_mcp_skill_reports_a_server_that_does_not_list_its_tools_within_its_limit(
+    tmp_path: Path,
+) -> None:
+    """Was: the load waited for the list for ever."""
+    mute = tmp_path / "mute.py"
+    mute.write_text(MUTE_SERVER, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        desk(tmp_path, {"command": [sys.executable, str(mute)], "timeout_seconds": 1})
+    assert str(refused.value) == (
+        f"skill 'mcp': the server 'tickets' ({sys.executable} {mute}) did not start or answer: "
+        "no list of tools within 1 s (timeout_seconds); check that the command runs and speaks "
+        "MCP on stdio"
+    )
+
+
+def test_mcp_skill_timeout_seconds_is_60_unless_given() -> None:
+    skill = McpSkill.from_settings({"servers": {"a": {"command": ["x"]}, "b": {"url": "http://h"}}})
+    given = McpSkill.from_settings({"servers": {"a": {"command": ["x"], "timeout_seconds": 2.5}}})
+    assert [s.timeout_seconds for s in skill.settings.servers.values()] == [60.0, 60.0]
+    assert given.settings.servers["a"].timeout_seconds == 2.5
+
+
 async def test_mcp_skill_closing_the_agent_stops_its_servers(tmp_path: Path, script: Path) -> None:
     model = ScriptedModel([call("tickets__pid"), "ok"])
     agent = stdio_agent(tmp_path, script, model)
@@ -325,6 +428,10 @@ def test_rights_offer_agent_credentials_to_the_owner_and_named_callers_when_told
             "server's tools as NAME__tool)",
         ),
         ({"servers": {"t": {"url": "ftp://h"}}}, "url must be an http:// or https:// address"),
+        (
+            {"servers": {"t": {"command": ["x"], "timeout_seconds": 0}}},
+            "setting 'servers.t.timeout_seconds': Input should be greater than 0",
+        ),
     ],
 )
 def test_mcp_skill_settings_refuse_what_cannot_name_one_server(

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
@@ -20,6 +20,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
+from starlette.routing import BaseRoute, Match
 
 from .. import __version__
 from .._loop import TurnResult
@@ -183,11 +184,13 @@ def _retry_headers(status: int, code: str | None) -> dict[str, str] | None:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    def respond(status: int, message: str, code: str | None = None) -> JSONResponse:
+    def respond(
+        status: int, message: str, code: str | None = None, headers: Mapping[str, str] | None = None
+    ) -> JSONResponse:
         return JSONResponse(
             error_body(message, error_type(status), code),
             status_code=status,
-            headers=_retry_headers(status, code),
+            headers={**(_retry_headers(status, code) or {}), **(headers or {})},
         )
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
@@ -198,7 +201,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
             return respond(404, f"there is nothing at {request.url.path}", "not_found")
-        return respond(exc.status_code, str(exc.detail))
+        if exc.status_code == 405:
+            allowed = allowed_methods(request)
+            message = f"{request.url.path} does not take {request.method}: send {allowed}"
+            return respond(405, message, "method_not_allowed", {"Allow": allowed})
+        return respond(exc.status_code, str(exc.detail), None, exc.headers)
 
     async def validation_error(request: Request, exc: Exception) -> JSONResponse:
         return respond(400, "invalid request", "invalid_request")
@@ -221,6 +228,16 @@ def _install_error_handlers(app: FastAPI) -> None:
     }
     for kind, handler in handlers.items():
         app.add_exception_handler(kind, handler)
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route at the request's path takes, for `Allow`: Starlette's 405
+    names the first such route's alone (GET for `responses/{id}`, which DELETE takes too)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, BaseRoute) and route.matches(request.scope)[0] is Match.PARTIAL:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

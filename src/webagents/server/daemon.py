@@ -53,16 +53,34 @@ class FolderHost(AgentHost):
         )
 
     def _load(self, folder: Path) -> None:
+        """Load `folder`'s agent now: at start, before anything is served."""
+        if not self._gone(folder):
+            self._install(folder, self._loaded(folder))
+
+    async def _reload(self, folder: Path) -> None:
+        """Load `folder`'s agent again while serving. Loading is synchronous and may take
+        seconds (an agent's MCP servers start and list their tools), so it runs on a worker
+        thread: the event loop goes on answering, the last version serving its callers."""
+        if not self._gone(folder):
+            self._install(folder, await asyncio.to_thread(self._loaded, folder))
+
+    def _gone(self, folder: Path) -> bool:
+        """Whether `folder` holds no agent (any more): then it is no longer served."""
+        if (folder / AGENT_FILE).is_file():
+            return False
         previous = self._by_folder.get(folder)
-        if not (folder / AGENT_FILE).is_file():
-            if previous is not None:
-                log.info(
-                    "%s: no AGENT.md any more; agent %r is no longer served", folder, previous.name
-                )
-                self._remove(folder)
-            return
+        if previous is not None:
+            log.info(
+                "%s: no AGENT.md any more; agent %r is no longer served", folder, previous.name
+            )
+            self._remove(folder)
+        return True
+
+    def _loaded(self, folder: Path) -> ServedAgent | None:
+        """The folder's agent, or None (logged) where it does not load."""
+        previous = self._by_folder.get(folder)
         try:
-            served = ServedAgent.load(folder, model=self._model, profile=self._profile)
+            return ServedAgent.load(folder, model=self._model, profile=self._profile)
         except Exception as exc:  # whatever goes wrong, the daemon goes on watching
             if not isinstance(exc, WebAgentsError):
                 log.error("%s: the agent cannot be loaded", folder, exc_info=exc)
@@ -76,7 +94,12 @@ class FolderHost(AgentHost):
                 )
             else:
                 log.error("%s%s; the agent is not served until it is fixed", exc, offline)
+            return None
+
+    def _install(self, folder: Path, served: ServedAgent | None) -> None:
+        if served is None:
             return
+        previous = self._by_folder.get(folder)
         clash = next(
             (
                 other
@@ -120,7 +143,7 @@ class FolderHost(AgentHost):
         await asyncio.sleep(RETIRE_AFTER_SECONDS)
         await served.aclose()
 
-    def reload(self, changed: set[Path]) -> None:
+    async def reload(self, changed: set[Path]) -> None:
         """Load again every agent folder that holds one of the changed paths."""
         folders = set()
         for path in changed:
@@ -131,14 +154,14 @@ class FolderHost(AgentHost):
             if relative.parts and not relative.parts[0].startswith("."):
                 folders.add(self.root / relative.parts[0])
         for folder in sorted(folders):
-            self._load(folder)
+            await self._reload(folder)
 
     async def run(self) -> None:
         async for changes in watchfiles.awatch(
             self.root, watch_filter=_AgentFiles(), debounce=300, step=50
         ):
             try:
-                self.reload({Path(path) for _, path in changes})
+                await self.reload({Path(path) for _, path in changes})
             except Exception:  # never stop watching: the next change may fix it
                 log.exception("reloading agents under %s failed", self.root)
 

@@ -38,7 +38,7 @@ UNENCODABLE = (
     "the request body is nested deeper than the agent takes (255 levels of JSON arrays and "
     "objects): send a flatter body"
 )
-_FORWARDED_HEADERS = ("content-type", "retry-after", "x-should-retry")
+_FORWARDED_HEADERS = ("allow", "content-type", "retry-after", "x-should-retry")
 # A method is an HTTP token; the app answers 405 for one its route does not take.
 _METHOD = re.compile(r"[A-Z]{1,16}")
 # A segment of the path below the agent: printable, no separator, not `.` or `..` (which
@@ -97,7 +97,8 @@ def relayed(scope: Scope) -> Relayed | None:
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """The reply headers the portal passes on: the content type, retry hints, X-Webagents-*."""
+    """The reply headers the frame carries: the content type, retry hints, `Allow` (of a 405),
+    X-Webagents-* (the portal passes on the last alone)."""
     kept: dict[str, str] = {}
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1").lower()

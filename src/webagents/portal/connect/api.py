@@ -1,6 +1,8 @@
 """Portal Connect over HTTP: the agents' WebSocket `/ws`, and the public endpoint that
 relays portal users to an agent: `POST /agents/<name>/chat/completions`, and the Responses
-API's and Conversations' paths under `/agents/<name>/` (RELAYED).
+API's and Conversations' paths under `/agents/<name>/` (RELAYED). A method one of those paths
+does not take is a 405 with `Allow`, and any other path below an agent's name a 404, both
+OpenAI-shaped.
 
 The WebSocket is authenticated with the agent's key before the upgrade (a 401, or close
 code 4401 where the server cannot answer before it); it opens no database session for its
@@ -21,6 +23,7 @@ from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 
 from ...openai_wire import error_body
 from ...portal_wire.connect import PONG
@@ -74,6 +77,27 @@ _BODY_HINTS = {
     "conversations": "a new conversation: a JSON object "
     '(like {} or {"items": [{"type": "message", "role": "user", "content": "Hi"}]})',
 }
+
+
+# Below an agent's id are the owner's pages (/agents/<uuid>/chats); below its name, the public
+# endpoint. A path below a name that no route takes is still the endpoint's: a 404 in its shape.
+_UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+class _AgentName(Convertor[str]):
+    """A path segment that is not an agent's id."""
+
+    regex = rf"(?!{_UUID}(?:/|$))[^/]+"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("agent_name", _AgentName())
 
 
 def is_relayed_path(path: str) -> bool:
@@ -207,6 +231,45 @@ for _method, _path in RELAYED:
     router.add_api_route(f"/agents/{{name}}/{_path}", _relaying(_method, _path), methods=[_method])
 
 
+def _not_taken(taken: list[str]) -> Callable[..., Awaitable[Response]]:
+    allowed = ", ".join(sorted(taken))
+
+    async def endpoint(request: Request, name: str) -> Response:
+        message = f"{request.url.path} does not take {request.method}: send {allowed}"
+        return _refused(405, message, "method_not_allowed", {"Allow": allowed})
+
+    return endpoint
+
+
+for _path in dict.fromkeys(path for _, path in RELAYED):
+    _taken = [method for method, path in RELAYED if path == _path]
+    router.add_api_route(
+        f"/agents/{{name}}/{_path}",
+        _not_taken(_taken),
+        methods=[m for m in _METHODS if m not in _taken],
+        include_in_schema=False,
+    )
+
+
+@router.api_route(
+    "/agents/{name:agent_name}/{rest:path}", methods=list(_METHODS), include_in_schema=False
+)
+async def _nothing(request: Request, name: str, rest: str) -> Response:
+    """A path below an agent's name that is none of the endpoint's calls (MCP's `/mcp` among
+    them: not relayed, docs/portal.md)."""
+    calls = ", ".join(dict.fromkeys(path for _, path in RELAYED))
+    message = f"there is nothing at {request.url.path}: an agent's paths here are {calls}"
+    return _refused(404, message, "not_found")
+
+
+def _refused(
+    status: int, message: str, code: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        error_body(message, error_type(status), code), status_code=status, headers=headers
+    )
+
+
 async def _relayed(request: Request, name: str, call: Call) -> Response:
     """One call of the public endpoint, answered by the agent over its connection.
 
@@ -258,9 +321,7 @@ def _cleared(
 
 
 def relay_error(exc: RelayError) -> JSONResponse:
-    return JSONResponse(
-        error_body(exc.message, error_type(exc.status), exc.code), status_code=exc.status
-    )
+    return _refused(exc.status, exc.message, exc.code)
 
 
 def _json_object(raw: bytes, hint: str) -> dict[str, Any]:

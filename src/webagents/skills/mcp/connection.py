@@ -31,6 +31,10 @@ STARTUP_SECONDS = 30.0
 """How long a server may take to start and answer `initialize` before it is reported."""
 
 
+class CallTimeout(TimeoutError):
+    """A call got no answer within the server's `timeout_seconds`."""
+
+
 class McpConnection:
     def __init__(self, name: str, settings: ServerSettings) -> None:
         self.name = name
@@ -42,6 +46,7 @@ class McpConnection:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._holder: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
+        self._opened: asyncio.Future[ClientSession] | None = None
         self._opening = asyncio.Lock()
 
     async def list_tools(self) -> list[types.Tool]:
@@ -50,28 +55,45 @@ class McpConnection:
         cursor: str | None = None
         while True:
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
+            try:
+                async with asyncio.timeout(self.settings.timeout_seconds):
+                    page = await session.list_tools(params=params)
+            except TimeoutError:
+                limit = f"{self.settings.timeout_seconds:g} s (timeout_seconds)"
+                raise TimeoutError(f"no list of tools within {limit}") from None
             tools.extend(page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """The tool's result; TimeoutError past the server's `timeout_seconds`. Whatever fails
+        (a timeout, the server's death), the server is stopped (a hung one killed, by the SDK's
+        stdio shutdown) before this returns, and the next call starts it afresh."""
         session = await self._open()
         try:
-            return await session.call_tool(tool, arguments)
+            async with asyncio.timeout(self.settings.timeout_seconds):
+                return await session.call_tool(tool, arguments)
+        except TimeoutError:
+            await self.aclose()
+            raise CallTimeout from None
         except Exception:
-            await self.aclose()  # whatever broke, the next call starts afresh
+            await self.aclose()
             raise
 
     async def aclose(self) -> None:
-        holder, stop = self._holder, self._stop
-        self._session = self._holder = self._stop = None
+        holder, stop, opened = self._holder, self._stop, self._opened
+        self._session = self._holder = self._stop = self._opened = None
         if holder is None or stop is None or holder.get_loop() is not _running_loop():
             return
+        if opened is not None and not opened.done():
+            holder.cancel()  # still starting, so not yet waiting for `stop`: the SDK's
+            # shielded shutdown then stops the process all the same
         stop.set()
         with contextlib.suppress(BaseException):
             await holder
+        if opened is not None and not opened.cancelled():
+            opened.exception()  # seen: no "exception never retrieved" when it is collected
 
     async def _open(self) -> ClientSession:
         loop = asyncio.get_running_loop()
@@ -81,12 +103,21 @@ class McpConnection:
             if self._session is not None and self._holder is not None and not self._holder.done():
                 return self._session
             opened: asyncio.Future[ClientSession] = loop.create_future()
+            self._opened = opened
             self._stop = asyncio.Event()
             self._holder = loop.create_task(
                 self._hold(opened, self._stop), name=f"mcp-server-{self.name}"
             )
-            self._session = await asyncio.wait_for(asyncio.shield(opened), STARTUP_SECONDS)
-            return self._session
+            try:
+                session = await asyncio.wait_for(asyncio.shield(opened), STARTUP_SECONDS)
+            except BaseException as exc:
+                await self.aclose()  # a server still starting is not left running
+                if isinstance(exc, TimeoutError):
+                    limit = f"{STARTUP_SECONDS:g} s"
+                    raise TimeoutError(f"no answer within {limit} of starting") from None
+                raise
+            self._session = session
+            return session
 
     async def _hold(self, opened: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
         try:

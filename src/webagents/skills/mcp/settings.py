@@ -9,6 +9,7 @@ skills:
           url: https://tickets.example.com/mcp
           headers: {Authorization: env:TICKETS_TOKEN}
           callers: true
+          timeout_seconds: 120     # one call may take this long (default 60)
 ```
 
 A value of `env` or `headers` written `env:NAME` is read from the environment when the agent
@@ -29,6 +30,8 @@ SERVER_NAME = re.compile(r"^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$")
 """A server's name prefixes its tools' (`NAME__tool`): no `__` inside it, so the first `__`
 of a tool's name always ends the server's."""
 _ENV_REFERENCE = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
+DEFAULT_TIMEOUT_SECONDS = 60.0
+"""A server's `timeout_seconds` when its settings give none."""
 
 
 class ServerSettings(BaseModel):
@@ -42,6 +45,9 @@ class ServerSettings(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     callers: bool = False
     """Offer the server's tools to verified callers too, not only to the owner (rights.py)."""
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0, le=86400)
+    """How long one request to the server (a tool call, the list of its tools) may take: past
+    it the call is a tool error and the server is stopped, to be started again for the next."""
 
     @field_validator("url")
     @classmethod

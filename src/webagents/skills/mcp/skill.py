@@ -4,8 +4,8 @@ the servers give.
 Every server is started (or reached) when the agent is loaded and asked for its tools, so a
 server that cannot start or answer is reported then, with its name and what to check,
 not at a conversation's first call. In conversations each server's connection is opened on
-first use and kept (connection.py); one that died is a tool error the model sees, and is
-started again for the next call.
+first use and kept (connection.py); one that died, or did not answer a call within its
+`timeout_seconds`, is a tool error the model sees, and is started again for the next call.
 
 The servers act with the agent's own credentials (its environment, its tokens), so whom
 their tools are offered to is asked of `rights` (`offered_agent_credentials`): the owner,
@@ -27,7 +27,7 @@ from ...context import AgentInfo, Context
 from ...errors import ConfigError, ToolError
 from ...rights import offered_agent_credentials
 from ..base import _TOOL_NAME, Skill, Tool
-from .connection import STARTUP_SECONDS, McpConnection, reason
+from .connection import CallTimeout, McpConnection, reason
 from .settings import McpSettings
 
 log = logging.getLogger("webagents.skills.mcp")
@@ -91,6 +91,12 @@ class McpSkill(Skill[McpSettings]):
         async def call(ctx: Context, arguments: dict[str, Any]) -> str:
             try:
                 result = await connection.call(tool.name, arguments)
+            except CallTimeout:
+                raise ToolError(
+                    f"the MCP server {server!r} did not answer the call of {tool.name!r} "
+                    f"within its limit of {connection.settings.timeout_seconds:g} s "
+                    "(timeout_seconds); it was stopped, and is started again for the next call"
+                ) from None
             except Exception as exc:
                 raise ToolError(
                     f"the MCP server {server!r} failed ({reason(exc)}); it is started again "
@@ -124,9 +130,8 @@ def _unreachable(connection: McpConnection, exc: BaseException) -> str:
         if server.command is not None
         else "check the URL, that the server is up, and its headers"
     )
-    why = (
-        f"no answer within {STARTUP_SECONDS:g} s" if isinstance(exc, TimeoutError) else reason(exc)
-    )
+    # A time limit (starting, or the list of tools) is named in the error's own words.
+    why = str(exc) if isinstance(exc, TimeoutError) else reason(exc)
     return (
         f"skill 'mcp': the server {connection.name!r} ({server.where}) did not start or "
         f"answer: {why}; {check}"
