@@ -273,6 +273,12 @@ def pgvector_cluster() -> Iterator[PostgresServer]:
         cluster.stop()
 
 
+def new_database(server: PostgresServer, kind: str, path: Path) -> Engine:
+    """A new migrated database: SQLite's file at `path`, or one on the cluster."""
+    url = f"sqlite:///{path}" if kind == "sqlite" else server.new_database()
+    return open_database(PortalSettings(database_url=url))
+
+
 # --- the run -----------------------------------------------------------------------------
 
 
@@ -301,12 +307,7 @@ def main() -> None:
             vectors = embedder.cache.of([n.content for n in notes])
             rows.append((size, "exact cosine (numpy)", exact(notes, vectors, questions, asked), ""))
             for kind in args.databases:
-                url = (
-                    f"sqlite:///{work / f'{size}.db'}"
-                    if kind == "sqlite"
-                    else server.new_database()
-                )
-                engine = open_database(PortalSettings(database_url=url))
+                engine = new_database(server, kind, work / f"{size}.db")
                 key = make_agent(engine)
                 took = load(engine, key, notes, embedder)
                 for name, tally in ours(engine, key, questions, embedder, rankers()).items():
