@@ -22,24 +22,21 @@ import platform
 import sys
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-from search_quality import make_agent, new_database, pgvector_cluster
+from search_quality import insert_notes, make_agent, new_database, pgvector_cluster
 from sqlalchemy import Engine, func, select, update
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from webagents.portal import admin  # noqa: E402
-from webagents.portal.accounts.auth import agent_key_scope  # noqa: E402
 from webagents.portal.accounts.scope import SystemScope  # noqa: E402
 from webagents.portal.db import pgvector  # noqa: E402
 from webagents.portal.db.tables import MemoryEntry, MemoryVector  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents, Due  # noqa: E402
-from webagents.portal.memory.repository import MemoryStore  # noqa: E402
 
 BENCH = SystemScope("bench keep vectors")
 DIMENSIONS = 384
@@ -47,23 +44,12 @@ MODEL = "bench-random-384"
 
 
 def notes(engine: Engine, key: str, count: int) -> list[Due]:
-    """`count` notes written in bulk, each with a cursor of its own; as the queue reads them."""
+    """`count` notes written in bulk; as the queue reads them."""
+    insert_notes(
+        engine, key, [(f"caller:{n % 100}", f"note-{n}", f"note {n}") for n in range(count)]
+    )
     with admin.transaction(engine) as db:
-        store = MemoryStore.for_agent(db, agent_key_scope(db, f"Bearer {key}"))
-        now = datetime.now(UTC)
-        made = []
-        for n in range(count):
-            cursor = store.next_cursor()
-            made.append(
-                MemoryEntry(
-                    id=uuid.uuid4(), agent_id=store.agent_id, namespace=f"caller:{n % 100}",
-                    key=f"note-{n}", description="", content=f"note number {n}",
-                    content_sha256="0" * 64, source="bench", created_at=now, updated_at=now,
-                    cursor=cursor,
-                )
-            )  # fmt: skip
-        db.add_all(made)
-        return [Due(e.agent_id, e.id, e.cursor, f"{e.key}\n\n{e.content}") for e in made]
+        return AcrossAgents(db, BENCH).due(MODEL, count)
 
 
 def run(engine: Engine, key: str, count: int, batch: int) -> tuple[float, int]:
