@@ -232,17 +232,13 @@ def ours(
                 found = searching.candidates(
                     store, question.text, wanted, pool=30, embedder=embedder
                 )
-                entries = store.live_by_ids(_every(found))
+                entries = store.live_by_ids(found.every())
                 by_id = {ident: e.key for ident, e in entries.items()}
                 rare = {i: rarity.of(question.text, entries[i].content) for i in found.by_text}
                 for name, ranker in rankers.items():
                     ranked = ranker(found.by_text, found.by_meaning, rare)[:10]
                     tallies[name].add(question, scope, [by_id[i] for i in ranked])
     return tallies
-
-
-def _every(found: searching.Candidates) -> list[uuid.UUID]:
-    return list({*found.by_text, *(ident for _, ident in found.by_meaning)})
 
 
 class Rarity:
