@@ -98,6 +98,19 @@ class Tally:
         self.first: dict[tuple[str, str], int] = {}
         self.top10: dict[tuple[str, str], int] = {}
         self.asked: dict[tuple[str, str], int] = {}
+        self.searches: list[float] = []
+        self.candidates: list[float] = []
+
+    def timed(self, search: float, candidates: float) -> None:
+        """One search's seconds, and those of its candidates alone (the same query again)."""
+        self.searches.append(search)
+        self.candidates.append(candidates)
+
+    def times(self) -> str:
+        if not self.searches:
+            return ""
+        search, alone = (1000 * float(np.median(t)) for t in (self.searches, self.candidates))
+        return f"; search {search:.1f} ms (its candidates {alone:.1f} ms), medians"
 
     def add(self, question: Question, scope: str, keys: Sequence[str]) -> None:
         at = (question.kind, scope)
@@ -226,12 +239,15 @@ def ours(
         for question in questions:
             for scope in SCOPES:
                 wanted = scope_of(question, scope)
+                began = time.perf_counter()
                 answer = searching.search(store, question.text, wanted, embedder=embedder)
+                middle = time.perf_counter()
                 assert answer.semantic == "on", "semantic search was off: no comparison"
                 tallies["ours"].add(question, scope, [e.key for e in answer.entries])
                 found = searching.candidates(
                     store, question.text, wanted, pool=30, embedder=embedder
                 )
+                tallies["ours"].timed(middle - began, time.perf_counter() - middle)
                 entries = store.live_by_ids(found.every())
                 by_id = {ident: e.key for ident, e in entries.items()}
                 rare = {i: rarity.of(question.text, entries[i].content) for i in found.by_text}
@@ -413,7 +429,7 @@ def main() -> None:
                 loaded = load(engine, key, notes, embedder)
                 found = ours(engine, key, questions, embedder, rankers(), Rarity(notes))
                 for name, tally in found.items():
-                    rows.append((size, f"{kind}: {name}", tally, str(loaded)))
+                    rows.append((size, f"{kind}: {name}", tally, f"{loaded}{tally.times()}"))
                 engine.dispose()
                 print(f"{size} {kind}: done", flush=True)
             if not args.no_peer:
