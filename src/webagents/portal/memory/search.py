@@ -84,7 +84,9 @@ def search(
     size = max(1, min(limit, MAX_LIMIT))
     found = candidates(store, query, namespaces, pool=max(size * 3, 30), embedder=embedder)
     entries = store.live_by_ids(found.every())
-    rare = rarities(store, found.words, [entries[i] for i in found.by_text if i in entries])
+    # Without meaning the full-text order stands (ranking.rank): no word is counted then.
+    texts = [entries[i] for i in found.by_text if i in entries] if found.by_meaning else []
+    rare = rarities(store, found.words, texts)
     ranked = ranking.rank(found.by_text, found.by_meaning, rarities=rare)[:size]
     text_set, meaning_set = set(found.by_text), {ident for _, ident in found.by_meaning}
     hits = [
