@@ -27,13 +27,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
+import math
 import os
 import platform
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +57,9 @@ from webagents.portal.accounts.auth import agent_key_scope  # noqa: E402
 from webagents.portal.admin import open_database  # noqa: E402
 from webagents.portal.agents import service as agents  # noqa: E402
 from webagents.portal.agents.schemas import AgentIn  # noqa: E402
+from webagents.portal.db.tables import MemoryEntry  # noqa: E402
 from webagents.portal.embeddings import make_embedder  # noqa: E402
-from webagents.portal.memory import ranking, service  # noqa: E402
+from webagents.portal.memory import ranking  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
@@ -63,8 +69,9 @@ from webagents.portal.settings import PortalSettings  # noqa: E402
 BENCH = SystemScope("bench embedding")
 SCOPES = ("caller", "all")
 KINDS = ("paraphrase", "code", "surname")
-# A ranking of the candidates: (full-text ids, (cosine, id) pairs) -> ids, best first.
-Ranker = Callable[[list[uuid.UUID], list[ranking.Scored]], list[uuid.UUID]]
+# A ranking of the candidates: (full-text ids, (cosine, id) pairs, each full-text candidate's
+# rarity: see Rarity) -> ids, best first.
+Ranker = Callable[[list[uuid.UUID], list[ranking.Scored], dict[uuid.UUID, float]], list[uuid.UUID]]
 
 
 class CachedEmbedder:
@@ -91,6 +98,19 @@ class Tally:
         self.first: dict[tuple[str, str], int] = {}
         self.top10: dict[tuple[str, str], int] = {}
         self.asked: dict[tuple[str, str], int] = {}
+        self.searches: list[float] = []
+        self.candidates: list[float] = []
+
+    def timed(self, search: float, candidates: float) -> None:
+        """One search's seconds, and those of its candidates alone (the same query again)."""
+        self.searches.append(search)
+        self.candidates.append(candidates)
+
+    def times(self) -> str:
+        if not self.searches:
+            return ""
+        search, alone = (1000 * float(np.median(t)) for t in (self.searches, self.candidates))
+        return f"; search {search:.1f} ms (its candidates {alone:.1f} ms), medians"
 
     def add(self, question: Question, scope: str, keys: Sequence[str]) -> None:
         at = (question.kind, scope)
@@ -143,32 +163,65 @@ def store_of(engine: Engine, key: str) -> Iterator[MemoryStore]:
         yield MemoryStore.for_agent(db, agent_key_scope(db, f"Bearer {key}"))
 
 
-def load(engine: Engine, key: str, notes: list[Note], embedder: CachedEmbedder) -> float:
-    """The notes put through the store layer, then their cached vectors kept through the
-    embedding queue's own `keep_vectors`; seconds."""
-    began = time.perf_counter()
+def insert_notes(engine: Engine, key: str, notes: Sequence[tuple[str, str, str]]) -> None:
+    """Notes (namespace, key, content) written in bulk, a transaction and a cursor for each
+    1000 (the full-text index follows by its trigger on SQLite, its generated column on
+    PostgreSQL): 100,000 puts one by one took most of an hour here."""
     for start in range(0, len(notes), 1000):
-        with store_of(engine, key) as store:
-            for note in notes[start : start + 1000]:
-                service.put(
-                    store, namespace=note.namespace, key=note.key, content=note.content,
-                    by=service.BY_AGENT,
-                )  # fmt: skip
+        chunk = notes[start : start + 1000]
+        with admin.transaction(engine) as db:
+            store = MemoryStore.for_agent(db, agent_key_scope(db, f"Bearer {key}"))
+            now, cursor = datetime.now(UTC), store.next_cursor()
+            db.add_all(
+                MemoryEntry(
+                    id=uuid.uuid4(), agent_id=store.agent_id, namespace=namespace, key=name,
+                    description="", content=content, content_sha256=_sha256(content),
+                    source="bench", created_at=now, updated_at=now, cursor=cursor,
+                )
+                for namespace, name, content in chunk
+            )  # fmt: skip
+            store.count(len(chunk), sum(len(content.encode()) for _, _, content in chunk))
+
+
+def _sha256(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()
+
+
+def load(engine: Engine, key: str, notes: list[Note], embedder: CachedEmbedder) -> Loaded:
+    """The notes written in bulk, then their cached vectors kept through the embedding
+    queue's own `keep_vectors`, 2000 at a time: the seconds of each."""
+    began = time.perf_counter()
+    insert_notes(engine, key, [(n.namespace, n.key, n.content) for n in notes])
+    inserted = time.perf_counter() - began
     with store_of(engine, key) as store:
         agent = store.agent_id
-    since = 0
+    kept = 0.0
     while True:
         with admin.transaction(engine) as db:
-            due = AcrossAgents(db, BENCH).due(embedder.name, 2000, agent_id=agent, since=since)
+            # Each round's vectors are kept: the next round reads the next due ones.
+            due = AcrossAgents(db, BENCH).due(embedder.name, 2000, agent_id=agent)
             if not due:
                 break
-            since = due[-1].cursor
             # The queue's text is "key\ndescription\ncontent": the content's vector is kept.
-            made = embedder.cache.of([d.text.split("\n", 2)[2] for d in due])
-            AcrossAgents(db, BENCH).keep_vectors(
-                embedder.name, list(zip(due, made.tolist(), strict=True))
-            )
-    return time.perf_counter() - began
+            made = embedder.cache.of([d.text.split("\n", 2)[2] for d in due]).tolist()
+            started = time.perf_counter()
+            AcrossAgents(db, BENCH).keep_vectors(embedder.name, list(zip(due, made, strict=True)))
+            db.flush()
+        kept += time.perf_counter() - started
+    return Loaded(inserted, kept, len(notes))
+
+
+@dataclass(frozen=True)
+class Loaded:
+    inserted: float  # seconds
+    kept: float  # seconds of keep_vectors (its commits included)
+    notes: int
+
+    def __str__(self) -> str:
+        return (
+            f"notes in {self.inserted:.0f} s; vectors kept in {self.kept:.0f} s "
+            f"({self.notes / self.kept:.0f}/s)"
+        )
 
 
 def ours(
@@ -177,6 +230,7 @@ def ours(
     questions: list[Question],
     embedder: CachedEmbedder,
     rankers: dict[str, Ranker],
+    rarity: Rarity,
 ) -> dict[str, Tally]:
     """Each question's candidates from the store layer, ranked each way; "ours" is `search()`
     itself (its row equals the one of ranking.rank's default weight)."""
@@ -185,33 +239,86 @@ def ours(
         for question in questions:
             for scope in SCOPES:
                 wanted = scope_of(question, scope)
+                began = time.perf_counter()
                 answer = searching.search(store, question.text, wanted, embedder=embedder)
+                middle = time.perf_counter()
                 assert answer.semantic == "on", "semantic search was off: no comparison"
                 tallies["ours"].add(question, scope, [e.key for e in answer.entries])
                 found = searching.candidates(
                     store, question.text, wanted, pool=30, embedder=embedder
                 )
-                by_id = {e.id: e.key for e in store.live_by_ids(_every(found)).values()}
+                tallies["ours"].timed(middle - began, time.perf_counter() - middle)
+                entries = store.live_by_ids(found.every())
+                by_id = {ident: e.key for ident, e in entries.items()}
+                rare = {i: rarity.of(question.text, entries[i].content) for i in found.by_text}
                 for name, ranker in rankers.items():
-                    ranked = ranker(found.by_text, found.by_meaning)[:10]
+                    ranked = ranker(found.by_text, found.by_meaning, rare)[:10]
                     tallies[name].add(question, scope, [by_id[i] for i in ranked])
     return tallies
 
 
-def _every(found: searching.Candidates) -> list[uuid.UUID]:
-    return list({*found.by_text, *(ident for _, ident in found.by_meaning)})
+class Rarity:
+    """How rare the rarest query word a note holds is among the agent's notes: log(N / df)
+    / log(N), 1 for a word in one note, near 0 for one in most (bm25's idf, scaled). Words as
+    the full-text search takes them (search.py: \\w+, lower case, no stop words)."""
+
+    def __init__(self, notes: Sequence[Note]) -> None:
+        self.notes = len(notes)
+        self.df: Counter[str] = Counter()
+        for note in notes:
+            self.df.update(set(_words(note.content)))
+
+    def of(self, query: str, content: str) -> float:
+        held = set(_words(query)) & set(_words(content))
+        return max((self._idf(w) for w in held), default=0.0)
+
+    def _idf(self, word: str) -> float:
+        return math.log(self.notes / max(1, self.df[word])) / math.log(self.notes)
+
+
+def _words(text: str) -> list[str]:
+    words = [w.lower() for w in searching._WORD.findall(text)]
+    return [w for w in words if w not in searching.STOP_WORDS] or words
+
+
+def by_rarity(
+    by_text: Sequence[uuid.UUID],
+    by_meaning: Sequence[ranking.Scored],
+    rarity: dict[uuid.UUID, float],
+    weight: float,
+    power: int,
+) -> list[uuid.UUID]:
+    """ranking.rank's rule with each full-text candidate's bonus (weight / its full-text
+    place) times its rarity to the `power`: a word in most notes earns next to nothing."""
+    cosine: dict[uuid.UUID, float] = {}
+    for score, ident in by_meaning:
+        cosine.setdefault(ident, score)
+    floor = min(cosine.values(), default=0.0)
+    scores: dict[uuid.UUID, float] = {}
+    for place, ident in enumerate(by_text, 1):
+        bonus = weight * rarity.get(ident, 0.0) ** power / place
+        scores.setdefault(ident, cosine.get(ident, floor) + bonus)
+    for ident, score in cosine.items():
+        scores.setdefault(ident, score)
+    order = {ident: n for n, ident in enumerate(scores)}
+    return sorted(scores, key=lambda i: (-scores[i], order[i]))
 
 
 def rankers() -> dict[str, Ranker]:
     made: dict[str, Ranker] = {
-        "full text alone": lambda text, meaning: list(text),
-        "RRF (before)": lambda text, meaning: ranking.fuse([text, [i for _, i in meaning]]),
-        "cosine of the candidates": lambda text, meaning: ranking.rank([], meaning),
+        "full text alone": lambda text, meaning, rare: list(text),
+        "RRF (before)": lambda text, meaning, rare: ranking.fuse([text, [i for _, i in meaning]]),
+        "cosine of the candidates": lambda text, meaning, rare: ranking.rank([], meaning),
     }
-    for weight in (0.02, 0.03, 0.05, 0.07, 0.1, 0.15):
-        made[f"rank, text weight {weight}"] = lambda text, meaning, w=weight: ranking.rank(
+    for weight in (0.02, 0.03, 0.05, 0.1):
+        made[f"rank, text weight {weight}"] = lambda text, meaning, rare, w=weight: ranking.rank(
             text, meaning, text_weight=w
         )
+    for power in (1, 2, 3):
+        for weight in (0.05, 0.1, 0.2):
+            made[f"rarity^{power}, weight {weight}"] = (
+                lambda text, meaning, rare, w=weight, p=power: by_rarity(text, meaning, rare, w, p)
+            )
     return made
 
 
@@ -273,6 +380,12 @@ def pgvector_cluster() -> Iterator[PostgresServer]:
         cluster.stop()
 
 
+def new_database(server: PostgresServer, kind: str, path: Path) -> Engine:
+    """A new migrated database: SQLite's file at `path`, or one on the cluster."""
+    url = f"sqlite:///{path}" if kind == "sqlite" else server.new_database()
+    return open_database(PortalSettings(database_url=url))
+
+
 # --- the run -----------------------------------------------------------------------------
 
 
@@ -285,6 +398,11 @@ def main() -> None:
     )
     parser.add_argument("--databases", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--no-peer", action="store_true", help="skip LangGraph's PostgresStore")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="refuse to run the model: stop if a text's vector is not in the cache",
+    )
     args = parser.parse_args()
 
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -297,20 +415,21 @@ def main() -> None:
     with pgvector_cluster() as server:
         for size in args.sizes:
             notes, questions = generate(size, args.seed)
+            lacking = {n.content for n in notes} | {q.text for q in questions}
+            lacking -= embedder.cache.row.keys()
+            if args.cached_only and lacking:
+                sys.exit(f"{len(lacking)} texts of the {size} set are not in the cache: run "
+                         "without --cached-only to embed them (one writer at a time)")  # fmt: skip
             asked = embedder.cache.of([q.text for q in questions])
             vectors = embedder.cache.of([n.content for n in notes])
             rows.append((size, "exact cosine (numpy)", exact(notes, vectors, questions, asked), ""))
             for kind in args.databases:
-                url = (
-                    f"sqlite:///{work / f'{size}.db'}"
-                    if kind == "sqlite"
-                    else server.new_database()
-                )
-                engine = open_database(PortalSettings(database_url=url))
+                engine = new_database(server, kind, work / f"{size}.db")
                 key = make_agent(engine)
-                took = load(engine, key, notes, embedder)
-                for name, tally in ours(engine, key, questions, embedder, rankers()).items():
-                    rows.append((size, f"{kind}: {name}", tally, f"load {took:.0f} s"))
+                loaded = load(engine, key, notes, embedder)
+                found = ours(engine, key, questions, embedder, rankers(), Rarity(notes))
+                for name, tally in found.items():
+                    rows.append((size, f"{kind}: {name}", tally, f"{loaded}{tally.times()}"))
                 engine.dispose()
                 print(f"{size} {kind}: done", flush=True)
             if not args.no_peer:

@@ -1,13 +1,18 @@
 """The order of a hybrid search's hits (portal/memory/ranking.py, issue 23), on hand-made
 candidate lists: cosine leads, the full-text place adds a bonus; a note found by meaning
 alone beats one found by words alone unless it is nearer by less than the bonus; a note
-among near copies that the full-text list puts first wins; ties keep the full-text order."""
+among near copies that the full-text list puts first wins; ties keep the full-text order;
+the bonus is weighted by the cube of the rarity of the rarest query word a note holds, so a
+common word earns next to none and a rare one the whole."""
 
 from __future__ import annotations
 
+import math
 import uuid
 
-from webagents.portal.memory.ranking import TEXT_WEIGHT, fuse, rank
+import pytest
+
+from webagents.portal.memory.ranking import TEXT_WEIGHT, fuse, rank, rarity
 
 A, B, C, D, E = (uuid.UUID(int=n) for n in range(1, 6))
 
@@ -55,3 +60,44 @@ def test_p5_ranking_ties_keep_the_full_text_order_then_the_semantic() -> None:
     assert rank([], [(0.5, B), (0.5, A)]) == [B, A]
     tied = [(0.25, C), (0.375, D), (0.5, A)]  # with the bonuses, 0.5 each (exact in binary)
     assert rank([C, D], tied, text_weight=0.25) == [C, D, A]
+
+
+def test_p5_ranking_rarity_is_one_for_a_word_in_one_note_and_zero_in_every_note() -> None:
+    assert rarity(1, 100_000) == 1.0
+    assert rarity(1000, 100_000) == pytest.approx(0.4)  # log(100) / log(100,000)
+    assert rarity(100_000, 100_000) == 0.0
+    assert rarity(120, 100) == 0.0  # counts a little apart (a note forgotten meanwhile)
+    assert rarity(0, 100) == 1.0  # held by none counted: as rare as can be
+    assert rarity(1, 1) == rarity(0, 0) == 1.0  # one note or none: every word is rare
+    assert rarity(3, 9) == pytest.approx(math.log(3) / math.log(9))
+
+
+def test_p5_ranking_a_common_word_earns_next_to_no_bonus() -> None:
+    """B, first in full text, holds only a word in a fifth of the notes (rarity 0.14): its
+    bonus is TEXT_WEIGHT * 0.14 ** 3, and A, nearer by 0.01, stays first; by place alone
+    (no rarities) B's whole TEXT_WEIGHT would put it first."""
+    by_meaning = [(0.50, A), (0.49, B)]
+    common = rarity(20_000, 100_000)
+    assert common == pytest.approx(0.14, abs=0.01)
+    assert rank([B], by_meaning, rarities={B: common}) == [A, B]
+    assert rank([B], by_meaning) == [B, A]
+
+
+def test_p5_ranking_a_rare_word_lifts_its_note_past_its_near_copies() -> None:
+    """A holds the query's rare word (a name: rarity 1), first in full text; its copy B is
+    nearer by meaning by 0.04 and second in full text by a common word: A's whole bonus
+    passes B. By place alone B kept half of A's bonus, and the copy won."""
+    by_text, by_meaning = [A, B], [(0.64, B), (0.60, A)]
+    assert rank(by_text, by_meaning, rarities={A: 1.0, B: 0.2}) == [A, B]
+    assert TEXT_WEIGHT - TEXT_WEIGHT / 2 < 0.04
+    assert rank(by_text, by_meaning) == [B, A]
+
+
+def test_p5_ranking_a_full_text_candidate_without_a_rarity_gets_no_bonus() -> None:
+    """Rarities given, a candidate left out of them holds none of the query's words (as
+    search counts them): B, first in full text, scores its cosine alone (0.50), and A at the
+    second place with a rare word (0.49 + TEXT_WEIGHT / 2) passes it; with a rarity of 1,
+    B's own first place would have kept it first."""
+    by_text, by_meaning = [B, A], [(0.50, B), (0.49, A)]
+    assert rank(by_text, by_meaning, rarities={A: 1.0}) == [A, B]
+    assert rank(by_text, by_meaning, rarities={A: 1.0, B: 1.0}) == [B, A]

@@ -10,7 +10,7 @@ either runs the statement in the database's own form or returns the form to run;
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, event, func, text
@@ -86,6 +86,22 @@ def upsert(
     session.execute(
         statement.on_conflict_do_update(
             index_elements=[key], set_={k: v for k, v in values.items() if k != key.key}
+        )
+    )
+
+
+def upsert_many(
+    session: Session,
+    table: type[Any],
+    key: InstrumentedAttribute[Any],
+    rows: Sequence[Mapping[str, object]],
+) -> None:
+    """`upsert` of many rows (of the same columns, distinct keys) in one statement."""
+    statement = _insert(session, table).values([dict(row) for row in rows])
+    columns = [name for name in rows[0] if name != key.key]
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[key], set_={name: statement.excluded[name] for name in columns}
         )
     )
 

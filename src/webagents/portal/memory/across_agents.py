@@ -13,9 +13,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import or_, select, text, update
 from sqlalchemy.orm import Session
 
 from ..db import dialect, pgvector
@@ -23,6 +24,7 @@ from ..db.tables import MemoryEntry, MemoryFeed, MemoryRetention, MemoryVector, 
 from ..scope import SystemScope, require_system_scope
 
 BATCH = 32
+KEEP_ROWS = 500  # rows of one statement of keep_vectors (SQLite binds 6 values a row)
 MAX_TEXT_CHARS = 8000  # models read far less; the rest would only cost
 
 
@@ -145,35 +147,100 @@ class AcrossAgents:
         return Claim(still, held_from)
 
     def keep_vectors(self, model: str, done: Sequence[tuple[Due, Sequence[float]]]) -> None:
-        """Keep the vectors (float32 bytes), each as of the cursor its text was read at: if
-        the entry changed meanwhile, it stays due and is embedded again."""
-        if not done:
+        """Keep the vectors (float32 bytes; on PostgreSQL with pgvector, the `embedding`
+        column too), each as of the cursor its text was read at: if the entry changed
+        meanwhile, it stays due and is embedded again; one forgotten (or removed) since it was
+        read gets none. A few statements per batch, not one per note: on PostgreSQL one
+        INSERT of every row from arrays, the check for live entries in its join; on SQLite
+        one SELECT of the live ones and one INSERT of many rows, per KEEP_ROWS."""
+        rows = list({item.entry_id: (item, vector) for item, vector in done}.values())
+        if not rows:
             return
         now = utcnow()
-        kept: list[tuple[uuid.UUID, Sequence[float]]] = []
-        for item, vector in done:
-            values = {
-                "entry_id": item.entry_id,
-                "agent_id": item.agent_id,
-                "model": model,
-                "entry_cursor": item.cursor,
-                "vector": np.asarray(vector, dtype=np.float32).tobytes(),
-                "embedded_at": now,
-            }
-            # An entry forgotten (or removed) since it was read gets no vector.
-            still = self._session.scalar(
-                select(MemoryEntry.id).where(
-                    and_(MemoryEntry.id == item.entry_id, MemoryEntry.deleted_at.is_(None))
-                )
-            )
-            if still is not None:
-                dialect.upsert(self._session, MemoryVector, MemoryVector.entry_id, values)
-                kept.append((item.entry_id, vector))
-        pgvector.keep(self._session, model, kept)
-        agents = sorted({item.agent_id for item, _ in done})
+        on_postgresql = dialect.is_postgresql(self._session)
+        embedding = on_postgresql and pgvector.in_use(self._session)
+        if embedding:
+            pgvector.ensure_index(self._session, model, len(rows[0][1]))
+        for start in range(0, len(rows), KEEP_ROWS):
+            chunk = rows[start : start + KEEP_ROWS]
+            if on_postgresql:
+                self._keep_on_postgresql(model, chunk, now, embedding=embedding)
+            else:
+                self._keep_on_sqlite(model, chunk, now)
+        agents = sorted({item.agent_id for item, _ in rows})
         self._session.execute(
             update(MemoryFeed)
             .where(MemoryFeed.agent_id.in_(agents))
             .values(vectors_version=MemoryFeed.vectors_version + 1)
         )
         self._session.flush()
+
+    def _keep_on_sqlite(
+        self, model: str, rows: Sequence[tuple[Due, Sequence[float]]], now: datetime
+    ) -> None:
+        live = set(
+            self._session.scalars(
+                select(MemoryEntry.id).where(
+                    MemoryEntry.id.in_([item.entry_id for item, _ in rows]),
+                    MemoryEntry.deleted_at.is_(None),
+                )
+            )
+        )
+        values = [
+            {
+                "entry_id": item.entry_id,
+                "agent_id": item.agent_id,
+                "model": model,
+                "entry_cursor": item.cursor,
+                "vector": _bytes(vector),
+                "embedded_at": now,
+            }
+            for item, vector in rows
+            if item.entry_id in live
+        ]
+        if values:
+            dialect.upsert_many(self._session, MemoryVector, MemoryVector.entry_id, values)
+
+    def _keep_on_postgresql(
+        self,
+        model: str,
+        rows: Sequence[tuple[Due, Sequence[float]]],
+        now: datetime,
+        *,
+        embedding: bool,
+    ) -> None:
+        params: dict[str, object] = {
+            "model": model,
+            "now": now,
+            "ids": [item.entry_id for item, _ in rows],
+            "agents": [item.agent_id for item, _ in rows],
+            "cursors": [item.cursor for item, _ in rows],
+            "vectors": [_bytes(vector) for _, vector in rows],
+        }
+        # Each row's own values from arrays (unnest), the same model and moment for all.
+        arrays = ["uuid[]", "uuid[]", "bigint[]", "bytea[]"]
+        taken = ["entry_id", "agent_id", "entry_cursor", "vector"]
+        made = ["v.entry_id", "v.agent_id", "v.entry_cursor", "v.vector", ":model", ":now"]
+        if embedding:
+            params["embedding"] = [pgvector.literal(vector) for _, vector in rows]
+            arrays.append("text[]")
+            taken.append(pgvector.COLUMN)
+            made.append(f"CAST(v.{pgvector.COLUMN} AS vector)")
+        names = [*taken[:4], "model", "embedded_at", *taken[4:]]
+        binds = [":ids", ":agents", ":cursors", ":vectors", ":embedding"]
+        given = ", ".join(f"CAST({b} AS {a})" for b, a in zip(binds, arrays, strict=False))
+        updated = ", ".join(f"{name} = excluded.{name}" for name in names[1:])
+        self._session.execute(
+            text(
+                f"INSERT INTO memory_vectors ({', '.join(names)}) SELECT {', '.join(made)} "
+                f"FROM unnest({given}) AS v({', '.join(taken)}) "
+                # An entry forgotten (or removed) since it was read gets no vector.
+                "JOIN memory_entries AS e ON e.id = v.entry_id AND e.deleted_at IS NULL "
+                f"ON CONFLICT (entry_id) DO UPDATE SET {updated}"
+            ),
+            params,
+        )
+
+
+def _bytes(vector: Sequence[float]) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()

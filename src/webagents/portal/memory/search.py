@@ -1,9 +1,11 @@
 """Hybrid search of one agent's notes: full-text and semantic candidates, ordered by
-ranking.py (cosine first, a bonus for the full-text place). The one place where the two
-databases differ in queries:
+ranking.py (cosine first, a bonus for the full-text place and the rarity of the words
+matched). The one place where the two databases differ in queries:
 
 - full-text: SQLite's FTS5 table `memory_fts` (narrowed to the agent inside FTS5, then to the
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
+  the same index counts how many of the agent's notes hold each query word a full-text
+  candidate holds (up to RARITY_COUNT_CAP: more only says "common"), for its rarity;
 - semantic: the agent's stored vectors of the current model in the asked namespaces, ranked
   exactly by numpy dot products (the vectors are unit length: cosine); vector_cache.py keeps
   them per process, up to date by the rows changed since it read them. On PostgreSQL with
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import unicodedata
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -26,6 +29,7 @@ import numpy.typing as npt
 from sqlalchemy import TextClause, Uuid, bindparam, text
 
 from ...portal_wire.memory import SearchHit
+from ..db.tables import MemoryEntry
 from ..embeddings import Embedder
 from ..errors import BadInput
 from ..storable import check_storable
@@ -42,6 +46,9 @@ MAX_LIMIT = 100
 MIN_SIMILARITY = 0.1
 # Up to this many namespaces narrow SQLite's full-text query inside FTS5 (see _sqlite_text).
 FTS_NAMESPACE_PHRASES = 8
+# A word's notes are counted up to this many (each count a capped index read): at the cap a
+# word is common, and its rarity (ranking.rarity) earns next to no bonus either way.
+RARITY_COUNT_CAP = 1000
 _WORD = re.compile(r"\w+")
 # English function words: a note that shares only these with a query ("what is the ...") is
 # not found by its words. Without this, such matches rank in the full-text list, and with
@@ -76,8 +83,11 @@ def search(
 ) -> SearchAnswer:
     size = max(1, min(limit, MAX_LIMIT))
     found = candidates(store, query, namespaces, pool=max(size * 3, 30), embedder=embedder)
-    ranked = ranking.rank(found.by_text, found.by_meaning)[:size]
-    entries = store.live_by_ids(ranked)
+    entries = store.live_by_ids(found.every())
+    # Without meaning the full-text order stands (ranking.rank): no word is counted then.
+    texts = [entries[i] for i in found.by_text if i in entries] if found.by_meaning else []
+    rare = rarities(store, found.words, texts)
+    ranked = ranking.rank(found.by_text, found.by_meaning, rarities=rare)[:size]
     text_set, meaning_set = set(found.by_text), {ident for _, ident in found.by_meaning}
     hits = [
         SearchHit(
@@ -97,6 +107,11 @@ class Candidates:
     by_text: list[uuid.UUID]
     by_meaning: list[ranking.Scored]
     semantic: Semantic
+    words: list[str]  # the query's words that the full-text half searched for
+
+    def every(self) -> list[uuid.UUID]:
+        """Each candidate once."""
+        return list(dict.fromkeys([*self.by_text, *(ident for _, ident in self.by_meaning)]))
 
 
 def candidates(
@@ -124,7 +139,7 @@ def candidates(
         except Exception:  # a model endpoint down: full-text still answers
             log.warning("semantic search failed; answering with full-text only", exc_info=True)
             semantic = "unavailable"
-    return Candidates(by_text, by_meaning, semantic)
+    return Candidates(by_text, by_meaning, semantic, words)
 
 
 def _how(
@@ -191,6 +206,60 @@ def _postgres_text(
     )
     params["limit"] = limit
     return [row[0] for row in store.run(statement, params)]
+
+
+def rarities(
+    store: MemoryStore, words: Sequence[str], found: Sequence[MemoryEntry]
+) -> dict[uuid.UUID, float]:
+    """Each full-text candidate's rarity (ranking.rarity): that of the rarest of `words` it
+    holds, counted among the agent's live notes. A word is held where it is among the
+    note's words as the full-text index takes them, near enough: \\w+ runs, lower case,
+    diacritics removed (SQLite's tokenizer removes them; PostgreSQL's 'simple' keeps them,
+    so there a note may be found by "café" and counted as holding "cafe": the bonus is a
+    little more generous, never wrong about a word it does not hold)."""
+    asked = {_folded(w) for w in words}
+    held = {e.id: asked & set(_WORD.findall(_folded(_text_of(e)))) for e in found}
+    needed = sorted(set().union(*held.values()))
+    if not needed:
+        return dict.fromkeys(held, 0.0)
+    notes = store.usage().entries
+    holding = {w: _holding(store, w) for w in needed}
+    return {
+        ident: max((ranking.rarity(holding[w], notes) for w in words_held), default=0.0)
+        for ident, words_held in held.items()
+    }
+
+
+def _text_of(entry: MemoryEntry) -> str:
+    return f"{entry.key} {entry.description} {entry.content}"
+
+
+def _folded(text: str) -> str:
+    return "".join(
+        c for c in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(c)
+    )
+
+
+def _holding(store: MemoryStore, word: str) -> int:
+    """How many of the agent's live notes hold `word`, up to RARITY_COUNT_CAP."""
+    if store.on_postgresql:
+        statement = _typed(
+            text(
+                "SELECT count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = :agent "
+                "AND deleted_at IS NULL AND search_vector @@ plainto_tsquery('simple', :word) "
+                "LIMIT :cap) AS holding"
+            ),
+            None,
+        )
+        params: dict[str, object] = {"word": word, "cap": RARITY_COUNT_CAP}
+    else:
+        statement = text(
+            "SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH :match "
+            "LIMIT :cap)"
+        )
+        match = f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: "{word}"'
+        params = {"match": match, "cap": RARITY_COUNT_CAP}
+    return int(store.run(statement, params).scalar_one())
 
 
 def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
