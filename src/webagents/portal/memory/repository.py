@@ -22,6 +22,7 @@ from sqlalchemy import (
     Select,
     TextClause,
     and_,
+    bindparam,
     case,
     delete,
     func,
@@ -52,6 +53,13 @@ from ..errors import NotFound
 from .quotas import Usage
 
 _MADE_HERE = object()
+# One entry by its name, built once: a get is this query and the key check, and building
+# the expression on each call was half of its Python work (bench/README.md, issue 23).
+_BY_NAME = select(MemoryEntry).where(
+    MemoryEntry.agent_id == bindparam("agent"),
+    MemoryEntry.namespace == bindparam("namespace"),
+    MemoryEntry.key == bindparam("key"),
+)
 
 
 class MemoryStore:
@@ -208,9 +216,8 @@ class MemoryStore:
 
     def entry(self, namespace: str, key: str) -> MemoryEntry | None:
         """The entry, a forgotten one (tombstone) included."""
-        return self._session.scalars(
-            self._entries().where(MemoryEntry.namespace == namespace, MemoryEntry.key == key)
-        ).one_or_none()
+        params = {"agent": self.agent_id, "namespace": namespace, "key": key}
+        return self._session.scalars(_BY_NAME, params).one_or_none()
 
     def live_entry(self, namespace: str, key: str) -> MemoryEntry | None:
         found = self.entry(namespace, key)
