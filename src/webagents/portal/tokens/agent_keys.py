@@ -51,22 +51,21 @@ def use_is_stale(key: AgentKey, now: datetime) -> bool:
     return key.last_used_at is None or now - key.last_used_at >= USE_PRECISION
 
 
-# The verification's query, built once: it runs for every request an agent key makes.
-_PRESENTED = (
-    select(Agent, AgentKey)
-    .join(AgentKey, AgentKey.agent_id == Agent.id)
-    .where(AgentKey.key_hash == bindparam("key_hash"))
-)
-
-
 class PresentedKeys(PreAuthLookup):
     """Agent keys by what a request presents: the verification itself, asked across
     accounts, answering only about the keys presented."""
 
+    # The verification's query, built once: it runs for every request an agent key makes.
+    _PRESENTED = (
+        select(Agent, AgentKey)
+        .join(AgentKey, AgentKey.agent_id == Agent.id)
+        .where(AgentKey.key_hash == bindparam("key_hash"))
+    )
+
     def presented(self, credential: str) -> tuple[Agent, AgentKey] | None:
         """The agent and key a presented credential is, revoked or not (the caller says
         which)."""
-        found = self._session.execute(_PRESENTED, {"key_hash": digest(credential)}).first()
+        found = self._session.execute(self._PRESENTED, {"key_hash": digest(credential)}).first()
         return (found[0], found[1]) if found is not None else None
 
     def live_among(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
