@@ -224,3 +224,49 @@ def test_p5_migration_0014_copies_stored_vectors_into_pgvector_and_its_downgrade
             assert _found(store, embedder, "dog", BOB) == [("caller:bob", "pets", ["meaning"])]
     finally:
         engine.dispose()
+
+
+@pytest.mark.pgvector(only=True)
+def test_p5_pgvector_index_built_with_other_parameters_is_rebuilt_at_start(
+    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model's HNSW index built before its parameters changed (pgvector's defaults, as
+    0014 built it) is replaced by one of the current parameters when the portal starts
+    (pgvector.enable); another model's index is left as it is."""
+    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    embedder = SynonymEmbedder()
+    try:
+        upgrade(engine)
+        with make_sessions(engine)() as db:
+            store = MemoryStore.for_agent(db, publish(db).scope)
+            _put(store, "caller:bob", "pets", "a puppy")
+            embed_due(db, embedder)
+            db.commit()
+        current = pgvector.index_name(embedder.name, embedder.dimensions)
+        monkeypatch.setattr(pgvector, "HNSW_M", 16)
+        monkeypatch.setattr(pgvector, "HNSW_EF_CONSTRUCTION", 64)
+        older = pgvector.index_name(embedder.name, embedder.dimensions)
+        other = pgvector.index_name("another-model", embedder.dimensions)
+        with engine.begin() as connection:
+            connection.execute(text(f"DROP INDEX {current}"))
+            for name in (older, other):
+                connection.execute(
+                    text(
+                        f"CREATE INDEX {name} ON memory_vectors USING hnsw "
+                        f"((embedding::vector({embedder.dimensions})) vector_cosine_ops) "
+                        "WITH (m = 16, ef_construction = 64)"
+                    )
+                )
+        monkeypatch.undo()
+        pgvector._indexed.clear()  # a new process: it knows no index made
+        with engine.begin() as connection:
+            assert pgvector.enable(connection)
+            indexes = set(
+                connection.execute(
+                    text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors'")
+                ).scalars()
+            )
+        assert (current in indexes, older in indexes, other in indexes) == (True, False, True)
+        assert current != older
+    finally:
+        engine.dispose()

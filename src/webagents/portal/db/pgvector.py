@@ -6,7 +6,8 @@ extension can go and come back) and gains `embedding`, an untyped `vector`, when
 extension is available: `enable`, run by migration 0014 and again at each start (for an
 extension installed after the migrations ran). Untyped, because each embedding model has its
 own dimensions: a partial HNSW index per model (`WHERE model = '...'`, on
-`embedding::vector(N)`, cosine) is made when the first vector of that model is stored. A
+`embedding::vector(N)`, cosine; HNSW_M and HNSW_EF_CONSTRUCTION) is made when the first
+vector of that model is stored, and one built with other parameters is rebuilt at a start. A
 column per dimension would need a migration for each new model's size; an index per model
 also keeps one model's search out of another's graph. Neither the column nor the indexes are
 in the models (tables.py): the migrations' comparison leaves them out (migrate.include_name).
@@ -38,6 +39,12 @@ COLUMN = "embedding"
 INDEX_PREFIX = "memory_vectors_hnsw_"
 BACKFILL_BATCH = 2000
 MIN_VERSION = (0, 8)  # hnsw.iterative_scan (vector_index.py)
+# The HNSW graph's links per node and candidates kept while it is built. pgvector's defaults
+# (16, 64) found 0.83 of the true ten at most (ef_search 1000) on the local model's vectors
+# of 100,000 notes; these found 0.985, their build four times as long (bench/README.md,
+# bench/pgvector_recall.py). Part of the index's name: an index built otherwise is replaced
+# at the next start (`enable`).
+HNSW_M, HNSW_EF_CONSTRUCTION = 32, 200
 
 
 class VectorType(UserDefinedType[object]):
@@ -153,6 +160,20 @@ def enable(connection: Connection) -> bool:
     models = _execute(
         connection, f"SELECT DISTINCT model, vector_dims({COLUMN}) FROM memory_vectors"
     ).all()
+    listed = _execute(
+        connection,
+        "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+        "AND tablename = 'memory_vectors' AND indexname LIKE :prefix",
+        {"prefix": INDEX_PREFIX + "%"},
+    ).scalars()
+    present = set(listed)
+    stale: set[str] = set()
+    for row in models:  # a model's index built with other parameters
+        base = _base_name(str(row[0]), int(row[1]))
+        name = index_name(str(row[0]), int(row[1]))
+        stale |= {n for n in present if n != name and (n == base or n.startswith(base + "_m"))}
+    for name in stale:
+        _execute(connection, f'DROP INDEX IF EXISTS "{name}"')
     for row in models:
         ensure_index(connection, str(row[0]), int(row[1]))
     with _lock:
@@ -165,9 +186,14 @@ def _older(version: str, least: tuple[int, ...]) -> bool:
     return parts < least
 
 
-def index_name(model: str, dimensions: int) -> str:
+def _base_name(model: str, dimensions: int) -> str:
     digest = hashlib.sha256(model.encode()).hexdigest()[:16]
     return f"{INDEX_PREFIX}{digest}_{dimensions}"
+
+
+def index_name(model: str, dimensions: int) -> str:
+    """The model's index's name, with the parameters it is built with."""
+    return f"{_base_name(model, dimensions)}_m{HNSW_M}e{HNSW_EF_CONSTRUCTION}"
 
 
 def ensure_index(bind: Session | Connection, model: str, dimensions: int) -> None:
@@ -180,6 +206,7 @@ def ensure_index(bind: Session | Connection, model: str, dimensions: int) -> Non
         bind,
         f"CREATE INDEX IF NOT EXISTS {index_name(model, dimensions)} ON memory_vectors "
         f"USING hnsw (({COLUMN}::vector({dimensions})) vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
         f"WHERE model = {quoted(model)}",
     )
     with _lock:

@@ -50,7 +50,11 @@ def embed_due(db: Session, embedder: Embedder, limit: int = BATCH) -> int:
     return len(items)
 
 
-SETTLE_S = 0.2  # after a wake, how long writes may gather before they are embedded
+# After a wake, how long writes may gather before they are embedded: a note is searchable
+# this much later at least. 50 ms gathers a client's burst into batches of several notes (a
+# batch of 4 costs the model about what 4 notes of a batch of 32 do; one at a time, four
+# times as much), and keeps a burst's notes searchable within 500 ms (bench/README.md).
+SETTLE_S = 0.05
 
 
 class EmbeddingWorker:

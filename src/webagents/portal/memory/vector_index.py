@@ -29,13 +29,18 @@ from sqlalchemy import TextClause, Uuid, bindparam, text
 from ..db.pgvector import COLUMN, literal, quoted
 from .repository import MemoryStore
 
-# Up to this many live entries an agent's search of all its namespaces is exact. Measured
-# (bench/README.md, 100,000 random 384-dimension unit vectors): the HNSW scan answered in
-# 29 ms but found 0.23 of the true ten (ef_search 200; random vectors are its worst case),
-# the exact search 352 ms with all ten, on a 2-core machine at load 10. Recall first: exact
-# up to here, the index past it, where reading every row costs seconds.
-EXACT_UP_TO = 250_000
-EF_SEARCH = 200  # candidates the HNSW scan keeps (pgvector's default 40 loses recall)
+# Up to this many live entries an agent's search of all its namespaces is exact; past it,
+# the model's HNSW index (db/pgvector.py: m 32, ef_construction 200) with EF_SEARCH. Measured
+# on the local model's vectors of 100,000 English notes (bench/README.md,
+# bench/pgvector_recall.py; a 2-core machine at load 14-16): the index found 0.985 of the
+# true ten at ef_search 1000 (0.92 at 400; pgvector's default index 0.83 at most) in 61-95 ms
+# at the median, where the exact search took 780-790 ms; at 10,000 the exact search took
+# 160-190 ms, at 5,000 (load 3) 27 ms against the index's 3-7. (On random vectors, HNSW's
+# worst case, the default index found 0.23 at 100,000: the exact search answers below this
+# size, and wherever the index gives fewer than asked.)
+EXACT_UP_TO = 20_000
+EF_SEARCH = 1000  # candidates the HNSW scan keeps: pgvector's most (its default 40 lost half)
+ITERATIVE = "relaxed_order"  # or strict_order: pgvector's hnsw.iterative_scan
 
 Vector = npt.NDArray[np.float32]
 
@@ -55,10 +60,18 @@ def best(
     if namespaces is None:
         live = store.usage().entries
         if live > EXACT_UP_TO:
-            found = _ranked(store, model, dimensions, None, query, limit, indexed=True)
+            found = by_index(store, model, dimensions, query, limit)
             if len(found) >= min(limit, live):
                 return found
     return _ranked(store, model, dimensions, namespaces, query, limit, indexed=False)
+
+
+def by_index(
+    store: MemoryStore, model: str, dimensions: int, query: Vector, limit: int
+) -> list[tuple[float, uuid.UUID]]:
+    """The HNSW index's answer for all of the agent's namespaces (EF_SEARCH and ITERATIVE's
+    settings), best first: up to `limit` entries, fewer where the scan gave up."""
+    return _ranked(store, model, dimensions, None, query, limit, indexed=True)
 
 
 def _ranked(
@@ -118,7 +131,7 @@ def _iterative(store: MemoryStore, limit: int | None) -> None:
         settings["enable_sort"] = "DEFAULT"
     else:
         settings = {
-            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.iterative_scan": ITERATIVE,
             "hnsw.ef_search": str(max(EF_SEARCH, limit)),
             "enable_sort": "off",
         }

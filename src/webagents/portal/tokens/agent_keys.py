@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Select, select, update
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from ..db.tables import Agent, AgentKey
@@ -55,14 +55,17 @@ class PresentedKeys(PreAuthLookup):
     """Agent keys by what a request presents: the verification itself, asked across
     accounts, answering only about the keys presented."""
 
+    # The verification's query, built once: it runs for every request an agent key makes.
+    _PRESENTED = (
+        select(Agent, AgentKey)
+        .join(AgentKey, AgentKey.agent_id == Agent.id)
+        .where(AgentKey.key_hash == bindparam("key_hash"))
+    )
+
     def presented(self, credential: str) -> tuple[Agent, AgentKey] | None:
         """The agent and key a presented credential is, revoked or not (the caller says
         which)."""
-        found = self._session.execute(
-            select(Agent, AgentKey)
-            .join(AgentKey, AgentKey.agent_id == Agent.id)
-            .where(AgentKey.key_hash == digest(credential))
-        ).first()
+        found = self._session.execute(self._PRESENTED, {"key_hash": digest(credential)}).first()
         return (found[0], found[1]) if found is not None else None
 
     def live_among(self, key_ids: set[uuid.UUID]) -> set[uuid.UUID]:
