@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from webagents.portal import admin  # noqa: E402
-from webagents.portal.accounts.scope import SystemScope  # noqa: E402
 from webagents.portal.db import pgvector  # noqa: E402
 from webagents.portal.db.tables import MemoryEntry, MemoryVector  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents, Due  # noqa: E402
+from webagents.portal.scope import SystemScope  # noqa: E402
 
 BENCH = SystemScope("bench keep vectors")
 DIMENSIONS = 384

@@ -11,11 +11,11 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from webagents.portal.accounts.scope import SystemScope
 from webagents.portal.db.tables import MemoryEntry, MemoryFeed, MemoryVector
 from webagents.portal.memory import service
 from webagents.portal.memory.across_agents import AcrossAgents
 from webagents.portal.memory.repository import MemoryStore
+from webagents.portal.scope import SystemScope
 
 from .memory_helpers import SynonymEmbedder, publish
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from alembic import command
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from webagents.portal import admin
@@ -226,47 +226,87 @@ def test_p5_migration_0014_copies_stored_vectors_into_pgvector_and_its_downgrade
         engine.dispose()
 
 
+def _an_older_index(
+    engine: Engine, embedder: SynonymEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, str, str]:
+    """A store whose model's HNSW index was built with other parameters (pgvector's defaults,
+    as 0014 built it), beside another model's: (the current name, the older, the other's)."""
+    upgrade(engine)
+    with make_sessions(engine)() as db:
+        store = MemoryStore.for_agent(db, publish(db).scope)
+        _put(store, "caller:bob", "pets", "a puppy")
+        embed_due(db, embedder)
+        db.commit()
+    current = pgvector.index_name(embedder.name, embedder.dimensions)
+    monkeypatch.setattr(pgvector, "HNSW_M", 16)
+    monkeypatch.setattr(pgvector, "HNSW_EF_CONSTRUCTION", 64)
+    older = pgvector.index_name(embedder.name, embedder.dimensions)
+    other = pgvector.index_name("another-model", embedder.dimensions)
+    with engine.begin() as connection:
+        connection.execute(text(f"DROP INDEX {current}"))
+        for name in (older, other):
+            connection.execute(
+                text(
+                    f"CREATE INDEX {name} ON memory_vectors USING hnsw "
+                    f"((embedding::vector({embedder.dimensions})) vector_cosine_ops) "
+                    "WITH (m = 16, ef_construction = 64)"
+                )
+            )
+    monkeypatch.undo()
+    pgvector._indexed.clear()  # a new process: it knows no index made
+    assert current != older
+    return current, older, other
+
+
+def _indexes(engine: Engine) -> set[str]:
+    with engine.begin() as connection:
+        assert pgvector.enable(connection)
+        return set(
+            connection.execute(
+                text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors'")
+            ).scalars()
+        )
+
+
 @pytest.mark.pgvector(only=True)
 def test_p5_pgvector_index_built_with_other_parameters_is_rebuilt_at_start(
     fresh_database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A model's HNSW index built before its parameters changed (pgvector's defaults, as
-    0014 built it) is replaced by one of the current parameters when the portal starts
-    (pgvector.enable); another model's index is left as it is."""
+    """The older index is replaced by one of the current parameters when the portal starts
+    (pgvector.enable), built first and then the older dropped; another model's is left."""
+    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    try:
+        current, older, other = _an_older_index(engine, SynonymEmbedder(), monkeypatch)
+        indexes = _indexes(engine)
+        assert (current in indexes, older in indexes, other in indexes) == (True, False, True)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.pgvector(only=True)
+def test_p5_pgvector_a_large_index_is_left_to_the_operator_with_the_statements_to_run(
+    fresh_database_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past BUILD_AT_START_UP_TO vectors the start builds nothing (minutes, the table's
+    writes waiting): the older index keeps serving, the log says what to run beside the
+    portal, and the embedding worker's next batch does not build it either."""
     engine = make_engine(PortalSettings(database_url=fresh_database_url))
     embedder = SynonymEmbedder()
     try:
-        upgrade(engine)
+        current, older, other = _an_older_index(engine, embedder, monkeypatch)
+        monkeypatch.setattr(pgvector, "BUILD_AT_START_UP_TO", 0)
+        with caplog.at_level("WARNING", logger="webagents.portal"):
+            indexes = _indexes(engine)
+        assert (current in indexes, older in indexes, other in indexes) == (False, True, True)
+        (said,) = [r.getMessage() for r in caplog.records if "not built at start" in r.getMessage()]
+        assert f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {current} ON memory_vectors" in said
+        assert f'DROP INDEX CONCURRENTLY "{older}"' in said
+        assert "maintenance_work_mem" in said
         with make_sessions(engine)() as db:
-            store = MemoryStore.for_agent(db, publish(db).scope)
-            _put(store, "caller:bob", "pets", "a puppy")
+            store = MemoryStore.for_agent(db, publish(db, "carol", "other").scope)
+            _put(store, "owner", "cars", "a red car")
             embed_due(db, embedder)
             db.commit()
-        current = pgvector.index_name(embedder.name, embedder.dimensions)
-        monkeypatch.setattr(pgvector, "HNSW_M", 16)
-        monkeypatch.setattr(pgvector, "HNSW_EF_CONSTRUCTION", 64)
-        older = pgvector.index_name(embedder.name, embedder.dimensions)
-        other = pgvector.index_name("another-model", embedder.dimensions)
-        with engine.begin() as connection:
-            connection.execute(text(f"DROP INDEX {current}"))
-            for name in (older, other):
-                connection.execute(
-                    text(
-                        f"CREATE INDEX {name} ON memory_vectors USING hnsw "
-                        f"((embedding::vector({embedder.dimensions})) vector_cosine_ops) "
-                        "WITH (m = 16, ef_construction = 64)"
-                    )
-                )
-        monkeypatch.undo()
-        pgvector._indexed.clear()  # a new process: it knows no index made
-        with engine.begin() as connection:
-            assert pgvector.enable(connection)
-            indexes = set(
-                connection.execute(
-                    text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors'")
-                ).scalars()
-            )
-        assert (current in indexes, older in indexes, other in indexes) == (True, False, True)
-        assert current != older
+        assert current not in _indexes(engine)
     finally:
         engine.dispose()

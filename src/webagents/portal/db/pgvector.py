@@ -45,6 +45,8 @@ MIN_VERSION = (0, 8)  # hnsw.iterative_scan (vector_index.py)
 # bench/pgvector_recall.py). Part of the index's name: an index built otherwise is replaced
 # at the next start (`enable`).
 HNSW_M, HNSW_EF_CONSTRUCTION = 32, 200
+BUILD_AT_START_UP_TO = 20_000
+"""A model's index over more vectors than this is left to the operator (the log says how)."""
 
 
 class VectorType(UserDefinedType[object]):
@@ -158,7 +160,8 @@ def enable(connection: Connection) -> bool:
             [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32)) for row in rows],
         )
     models = _execute(
-        connection, f"SELECT DISTINCT model, vector_dims({COLUMN}) FROM memory_vectors"
+        connection,
+        f"SELECT model, vector_dims({COLUMN}), count(*) FROM memory_vectors GROUP BY 1, 2",
     ).all()
     listed = _execute(
         connection,
@@ -167,15 +170,16 @@ def enable(connection: Connection) -> bool:
         {"prefix": INDEX_PREFIX + "%"},
     ).scalars()
     present = set(listed)
-    stale: set[str] = set()
-    for row in models:  # a model's index built with other parameters
-        base = _base_name(str(row[0]), int(row[1]))
-        name = index_name(str(row[0]), int(row[1]))
-        stale |= {n for n in present if n != name and (n == base or n.startswith(base + "_m"))}
-    for name in stale:
-        _execute(connection, f'DROP INDEX IF EXISTS "{name}"')
-    for row in models:
-        ensure_index(connection, str(row[0]), int(row[1]))
+    for model, dimensions, count in models:
+        base, name = _base_name(model, dimensions), index_name(model, dimensions)
+        # The model's index built with other parameters: replaced once the new one is built.
+        older = {n for n in present if n != name and (n == base or n.startswith(base + "_m"))}
+        if name not in present and count > BUILD_AT_START_UP_TO:
+            _leave_to_the_operator(connection, model, dimensions, count, older)
+            continue
+        ensure_index(connection, model, dimensions)
+        for stale in older:
+            _execute(connection, f'DROP INDEX IF EXISTS "{stale}"')
     with _lock:
         _in_use[connection.engine] = True
     return True
@@ -196,21 +200,46 @@ def index_name(model: str, dimensions: int) -> str:
     return f"{_base_name(model, dimensions)}_m{HNSW_M}e{HNSW_EF_CONSTRUCTION}"
 
 
+def _create_index(model: str, dimensions: int, *, concurrently: bool = False) -> str:
+    return (
+        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS "
+        f"{index_name(model, dimensions)} ON memory_vectors "
+        f"USING hnsw (({COLUMN}::vector({dimensions})) vector_cosine_ops) "
+        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
+        f"WHERE model = {quoted(model)}"
+    )
+
+
 def ensure_index(bind: Session | Connection, model: str, dimensions: int) -> None:
-    """The model's HNSW index, made once; a no-op once this process saw it made."""
+    """The model's HNSW index, made once; a no-op once this process saw it made (or left
+    it to the operator at start)."""
     key = (str(_engine(bind).url), model, dimensions)
     with _lock:
         if key in _indexed:
             return
-    _execute(
-        bind,
-        f"CREATE INDEX IF NOT EXISTS {index_name(model, dimensions)} ON memory_vectors "
-        f"USING hnsw (({COLUMN}::vector({dimensions})) vector_cosine_ops) "
-        f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
-        f"WHERE model = {quoted(model)}",
-    )
+    _execute(bind, _create_index(model, dimensions))
     with _lock:
         _indexed.add(key)
+
+
+def _leave_to_the_operator(
+    connection: Connection, model: str, dimensions: int, count: int, older: set[str]
+) -> None:
+    """A large index is not built at start (minutes, with the table's writes waiting, and
+    more memory than PostgreSQL's default maintenance_work_mem gives): searches rank exactly
+    (or by the older index) until the operator builds it beside the running portal."""
+    drops = "".join(f'; DROP INDEX CONCURRENTLY "{n}"' for n in sorted(older))
+    log.warning(
+        "pgvector: the HNSW index of %s's %d vectors is not built at start (too large to build "
+        "while the portal starts); build it beside the running portal, in psql: SET "
+        "maintenance_work_mem = '1GB'; %s%s",
+        model,
+        count,
+        _create_index(model, dimensions, concurrently=True),
+        drops,
+    )
+    with _lock:  # nor by the embedding worker's first batch
+        _indexed.add((str(_engine(connection).url), model, dimensions))
 
 
 def keep(session: Session, model: str, stored: Sequence[tuple[uuid.UUID, Sequence[float]]]) -> None:
