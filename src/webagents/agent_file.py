@@ -23,7 +23,7 @@ from .errors import AgentFileError, ConfigError, validation_problems
 from .model import Model
 from .skills.base import Skill
 from .skills.openai import OpenAISkill
-from .skills.registry import import_skill, is_import_path, registry
+from .skills.registry import built_in_names, built_in_skill, import_skill, is_import_path
 
 AGENT_FILE = "AGENT.md"
 KNOWN_KEYS = ("name", "description", "model", "skills", "access", "compaction")
@@ -238,7 +238,7 @@ def _load_yaml(
 
 def _unknown_skill(name: object, file: Path, line: int | None) -> AgentFileError:
     return AgentFileError(
-        f"unknown skill {name!r}; the skills are: {', '.join(sorted(registry()))} "
+        f"unknown skill {name!r}; the skills are: {', '.join(built_in_names())} "
         "(or a skill of your own as package.module:ClassName)",
         file=file,
         line=line,
@@ -248,13 +248,13 @@ def _unknown_skill(name: object, file: Path, line: int | None) -> AgentFileError
 def build_skills(spec: AgentSpec) -> list[Skill[Any]]:
     """The live skills the agent file names, each built from its settings (the openai skill
     added first when only `model:` names it); AgentFileError at the entry's line."""
-    known = registry()
     skills: list[Skill[Any]] = []
     for entry in spec.skills:
-        if entry.name not in known and not is_import_path(entry.name):
+        built_in = built_in_skill(entry.name)
+        if built_in is None and not is_import_path(entry.name):
             raise _unknown_skill(entry.name, spec.path, entry.line)
         try:
-            cls = known[entry.name] if entry.name in known else import_skill(entry.name)
+            cls = built_in if built_in is not None else import_skill(entry.name)
             skills.append(cls.from_settings(entry.settings))
         except ConfigError as exc:
             raise AgentFileError(str(exc), file=spec.path, line=entry.line) from None

@@ -52,8 +52,12 @@ Keep each caller's notes.
 """
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Process, Path]]:
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Process, Path]]:
+    """One `webagents serve` for the module's tests (a process costs more than most of them):
+    each test uses callers, keys or conversation ids of its own, or compares the notes from
+    before its refused call with those after it."""
+    tmp_path = tmp_path_factory.mktemp("mcp-http")
     folder = tmp_path / "keeper"
     write(folder / "AGENT.md", AGENT)
     with ScriptedServer(FunctionModel(lambda request: "noted")) as model_server:
@@ -83,6 +87,11 @@ def conversation_tools(folder: Path, caller: Caller) -> tuple[Context, dict[str,
     assert isinstance(memory, MemorySkill)
     ctx = Context(agent=agent.info, caller=caller)
     return ctx, {tool.name: tool for tool in memory.tools(ctx)}
+
+
+def notes_in(folder: Path) -> list[Path]:
+    """Every note file the served agent keeps, for any caller."""
+    return sorted((folder / ".webagents").rglob("*.md"))
 
 
 def answer(result: types.CallToolResult) -> tuple[str, bool]:
@@ -175,23 +184,27 @@ async def test_mcp_http_refuses_an_argument_that_widens_reach_as_a_conversation_
     write(twin / "AGENT.md", AGENT)
     ctx, tools = conversation_tools(twin, ALICE)
     refusal = await call_tool(tools, ctx, ToolCall("c1", name, json.dumps(arguments)))
+    before = notes_in(folder)
     async with connected(process, KEYS["ALICE_KEY"]) as alice:
         refused = answer(await alice.call_tool(name, arguments))
     assert refused == refusal
     assert refused[1] is True
-    assert sorted(p.name for p in (folder / ".webagents").rglob("*.md")) == []
+    assert notes_in(folder) == before
+    assert not any(p.name == "x.md" for p in before)  # the write refused here, if made, shows
 
 
 async def test_mcp_http_anonymous_caller_cannot_write(served: tuple[Process, Path]) -> None:
     process, folder = served
+    before = notes_in(folder)
     async with connected(process, None) as anonymous:
-        refused = answer(await anonymous.call_tool("memory_write", {"key": "x", "content": "y"}))
+        refused = answer(await anonymous.call_tool("memory_write", {"key": "anon", "content": "y"}))
     assert refused == (
         "Error: there is no tool named 'memory_write'; the tools are: memory_list, "
         "memory_read, memory_search",
         True,
     )
-    assert sorted(p.name for p in (folder / ".webagents").rglob("*.md")) == []
+    assert notes_in(folder) == before
+    assert not any(p.name == "anon.md" for p in before)
 
 
 INITIALIZE = {

@@ -447,21 +447,38 @@ def _streamed_text(process: Process) -> tuple[int, str, str]:
 
 def test_serve_the_body_timeout_never_cuts_off_a_long_answer(tmp_path: Path) -> None:
     """The body deadline ends when the body is in: an answer that takes longer than it, streamed
-    or not, comes whole."""
+    or not, comes whole. The model answers only once the body timeout has cut off another
+    connection that sent a head and no body (so the answer outlasted the deadline)."""
     answer = "an answer that took longer than the body timeout"
+    served: list[Process] = []
+    cut_off: list[bytes | None] = []
+
+    def another_connection_cut_off() -> None:
+        with _connect(served[0]) as sock:
+            sock.settimeout(15)
+            sock.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            cut_off.append(_read_to_close(sock))
 
     async def slow(request: ModelRequest) -> str:
-        await asyncio.sleep(3)  # the served agent's --body-timeout is 1 s
+        await asyncio.to_thread(another_connection_cut_off)
         return answer
 
     with ScriptedServer(FunctionModel(slow)) as model:
         env = child_env(tmp_path, OPENAI_BASE_URL=model.base_url)
         args = ["serve", str(_agent(tmp_path)), "--body-timeout", "1"]
         with running(args, env) as process:
+            served.append(process)
             assert _streamed_text(process) == (200, answer, "[DONE]")
             assert _answer(process) == (200, answer)
             output = process.output
-    assert _server_lines(output) == []
+    assert [(cut or b"").split(b"\r\n")[0] for cut in cut_off] == [
+        b"HTTP/1.1 408 Request Timeout"
+    ] * 2
+    lines = _server_lines(output)  # the second cut-off is counted, not said again
+    assert [line for line in lines if not SUMMARY.fullmatch(line)] == [BODY_TIMED_OUT]
 
 
 def _outcome(reply: httpx.Response) -> tuple[int, object]:

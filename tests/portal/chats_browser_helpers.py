@@ -5,16 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .account_helpers import new_user_key
 from .conftest import PASSWORD
-from .processes import portal
 
 
 def _user_key(tmp_path: Path, database: str, username: str) -> dict[str, str]:
-    added = portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD + "\n")
-    assert added.returncode == 0, added.stderr
-    made = portal(tmp_path, "apikey", username, "--database", database)
-    assert made.returncode == 0, made.stderr
-    return {"Authorization": f"Bearer {made.stdout.splitlines()[-1]}"}
+    return {"Authorization": f"Bearer {new_user_key(database, username)}"}
 
 
 def _sign_in(page: Any, url: str, username: str) -> None:

@@ -1,16 +1,20 @@
 """Fixtures of the portal tests: a migrated database per kind (once per session), each test
 in an outer transaction rolled back at its end, the app on that transaction, and fresh
-databases for tests that drive real `webagents portal` processes."""
+databases for tests that drive real `webagents portal` processes (copies of a database
+migrated once per session: a migration costs a process most of a second) or migrate one
+themselves (empty ones)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service
@@ -107,10 +111,44 @@ def other_client(
         yield browser
 
 
+@pytest.fixture(scope="session")
+def migrated_template(
+    database_kind: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> str:
+    """A database of this kind at the newest schema, made once per session (per worker), that
+    `fresh_database_url` copies; nothing stays connected to it."""
+    folder = tmp_path_factory.mktemp(f"template-{database_kind}")
+    url = _new_database(database_kind, folder, request)
+    engine = make_engine(PortalSettings(database_url=url))
+    try:
+        upgrade(engine)
+    finally:
+        engine.dispose()  # SQLite: the last connection's close checkpoints its WAL into the file
+    return url
+
+
 @pytest.fixture
-def fresh_database_url(database_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
-    """An empty database of this kind, for real processes (they commit for real)."""
+def fresh_database_url(
+    database_kind: str, migrated_template: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> str:
+    """A new database of this kind at the newest schema, with nothing in it, for real
+    processes (they commit for real): a copy of `migrated_template` (SQLite: of its file;
+    PostgreSQL: CREATE DATABASE ... TEMPLATE)."""
     folder = tmp_path / "db"
+    folder.mkdir()
+    if database_kind == "sqlite":
+        copy = folder / "portal.db"
+        shutil.copyfile(make_url(migrated_template).database or "", copy)
+        return f"sqlite+pysqlite:///{copy}"
+    fixture = "pgvector_server" if database_kind == PGVECTOR else "postgres_server"
+    server: PostgresServer = request.getfixturevalue(fixture)
+    return server.new_database(template=migrated_template)
+
+
+@pytest.fixture
+def empty_database_url(database_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A new empty database of this kind (no schema), for the tests of the migrations."""
+    folder = tmp_path / "empty-db"
     folder.mkdir()
     return _new_database(database_kind, folder, request)
 

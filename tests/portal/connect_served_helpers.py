@@ -12,8 +12,8 @@ import openai
 from tests.conftest import write_agent
 from tests.e2e.serving import Process
 
-from .conftest import PASSWORD
-from .processes import Served, portal
+from .account_helpers import new_user_key
+from .processes import Served
 from .publish_helpers import _signed_in, webagents
 
 CONNECTED = "callers reach it at"
@@ -21,9 +21,7 @@ CONNECTED = "callers reach it at"
 
 def _key(tmp_path: Path, database: str, username: str) -> str:
     """A new portal user's API key (rok_...)."""
-    made = portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD)
-    assert made.returncode == 0, made.stderr
-    return portal(tmp_path, "apikey", username, "--database", database).stdout.splitlines()[-1]
+    return new_user_key(database, username)
 
 
 def _ready(agent: Process, served: Served) -> None:

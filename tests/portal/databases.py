@@ -66,13 +66,16 @@ class PostgresServer:
         self.admin_url = make_url(admin_url).set(drivername="postgresql+psycopg")
         self._made: list[str] = []
 
-    def new_database(self) -> str:
-        """A new empty database's URL."""
+    def new_database(self, template: str | None = None) -> str:
+        """A new database's URL: empty, or a copy of the database at the URL `template` (which
+        nothing may be connected to)."""
         import psycopg
+        from sqlalchemy.engine import make_url
 
         name = f"webagents_test_{uuid.uuid4().hex[:12]}"
+        copied = f' TEMPLATE "{make_url(template).database}"' if template else ""
         with psycopg.connect(self._libpq(self.admin_url), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+            conn.execute(f'CREATE DATABASE "{name}"{copied}')  # type: ignore[arg-type]
         self._made.append(name)
         return self.admin_url.set(database=name).render_as_string(hide_password=False)
 

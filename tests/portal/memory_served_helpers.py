@@ -7,18 +7,14 @@ from typing import Any
 
 import httpx
 
-from .conftest import PASSWORD
-from .processes import portal
+from .account_helpers import new_user_key
 
 MEMORY = "/api/storage/memory-scoped"
 
 
 def _agent(tmp_path: Path, url: str, database: str) -> tuple[str, dict[str, str]]:
     """alice (password PASSWORD) and her published agent: its id and the agent's headers."""
-    assert (
-        portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD).returncode == 0
-    )
-    key = portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+    key = new_user_key(database, "alice")
     made = httpx.post(
         f"{url}/api/agents", headers={"Authorization": f"Bearer {key}"}, json={"name": "helper"}
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from tests.e2e.conftest import child_env, webagents_command
 
-from .conftest import PASSWORD
-from .processes import Served, portal
+from .account_helpers import new_user_key
+from .processes import Served
 
 
 def webagents(tmp_path: Path, *args: str, home: str = "home") -> subprocess.CompletedProcess[str]:
@@ -25,11 +25,7 @@ def webagents(tmp_path: Path, *args: str, home: str = "home") -> subprocess.Comp
 
 
 def _signed_in(tmp_path: Path, served: Served, database: str, username: str, home: str) -> str:
-    assert (
-        portal(tmp_path, "adduser", username, "--database", database, stdin=PASSWORD).returncode
-        == 0
-    )
-    key = portal(tmp_path, "apikey", username, "--database", database).stdout.splitlines()[-1]
+    key = new_user_key(database, username)
     done = webagents(tmp_path, "login", "--portal", served.url, "--token", key, home=home)
     assert done.returncode == 0, done.stderr
     return key

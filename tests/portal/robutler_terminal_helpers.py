@@ -15,8 +15,8 @@ from tests.e2e.conftest import Terminal, child_env, webagents_command
 from webagents.model import ModelRequest
 from webagents.testing import ScriptedServer
 
-from .conftest import PASSWORD
-from .processes import Served, portal
+from .account_helpers import new_user_key
+from .processes import Served
 
 PROMPT = "\n>"
 
@@ -66,9 +66,7 @@ class Machine:
 
 
 def _account(tmp_path: Path, served: Served, database: str) -> str:
-    added = portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD)
-    assert added.returncode == 0, added.stderr
-    return portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+    return new_user_key(database, "alice")
 
 
 def _chats(served: Served, key: str, agent_id: str) -> list[dict[str, Any]]:

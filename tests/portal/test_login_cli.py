@@ -15,9 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .account_helpers import new_user_key
 from .conftest import PASSWORD, csrf_of
 from .login_helpers import _login_file, webagents
-from .processes import Child, Served, portal
+from .processes import Child, Served
 
 # On PostgreSQL alone under --db both (tests/portal/whole_system.py): what these tests prove, the
 # CLI signing in by key, browser flow and device grant, does not depend on the database beyond what
@@ -31,10 +32,7 @@ def login_process(tmp_path: Path, *args: str) -> Child:
 
 
 def _user_and_key(tmp_path: Path, database: str) -> str:
-    assert (
-        portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD).returncode == 0
-    )
-    return portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+    return new_user_key(database, "alice")
 
 
 @contextmanager

@@ -180,12 +180,12 @@ def test_p5_pgvector_recall_at_10_matches_exact_ranking_on_random_vectors(
 
 @pytest.mark.pgvector(only=True)
 def test_p5_migration_0014_copies_stored_vectors_into_pgvector_and_its_downgrade_drops_them(
-    fresh_database_url: str,
+    empty_database_url: str,
 ) -> None:
     """A portal that kept vectors before pgvector (at 0013) finds them ranked by the
     database after 0014: the column filled from the bytes, the model's index made; the
     downgrade leaves the bytes as they were and search back in the process."""
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = make_engine(PortalSettings(database_url=empty_database_url))
     embedder = SynonymEmbedder()
     try:
         with engine.connect() as connection:

@@ -277,9 +277,9 @@ def test_p5_portal_serve_sets_the_quotas_from_its_options(
         engine.dispose()
 
 
-def test_p5_the_quotas_migration_counts_the_notes_already_kept(fresh_database_url: str) -> None:
+def test_p5_the_quotas_migration_counts_the_notes_already_kept(empty_database_url: str) -> None:
     """0012 fills each agent's usage from its live entries (UTF-8 bytes), on both databases."""
-    engine = engine_at(fresh_database_url, "0011")
+    engine = engine_at(empty_database_url, "0011")
     try:
         now = datetime.now(UTC)
         with Session(engine) as session, session.begin():

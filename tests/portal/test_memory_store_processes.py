@@ -21,7 +21,7 @@ from webagents.portal.memory import service
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.settings import PortalSettings
 
-from .conftest import PASSWORD
+from .account_helpers import new_user_key
 from .memory_helpers import Published, SynonymEmbedder, publish
 from .processes import Served, portal
 
@@ -129,9 +129,7 @@ def test_p5_concurrent_writers_get_cursors_in_commit_order_and_a_reader_misses_n
 def test_p5_a_served_portal_keeps_and_finds_an_agents_notes(
     tmp_path: Path, fresh_database_url: str, served: Served
 ) -> None:
-    database = ("--database", fresh_database_url)
-    assert portal(tmp_path, "adduser", "alice", *database, stdin=PASSWORD).returncode == 0
-    user_key = portal(tmp_path, "apikey", "alice", *database).stdout.splitlines()[-1]
+    user_key = new_user_key(fresh_database_url, "alice")
     with httpx.Client(base_url=served.url) as http:
         made = http.post(
             "/api/agents",

@@ -160,11 +160,11 @@ def test_p6_dropped_versions_give_their_bytes_back_pruned_or_by_retention(
 
 
 def test_p5_the_version_bytes_migration_counts_the_versions_already_kept(
-    fresh_database_url: str,
+    empty_database_url: str,
 ) -> None:
     """0013 fills each agent's version bytes from its versions (UTF-8 bytes), on both
     databases."""
-    engine = engine_at(fresh_database_url, "0012")
+    engine = engine_at(empty_database_url, "0012")
     try:
         now = datetime.now(UTC)
         with Session(engine) as session, session.begin():

@@ -29,9 +29,9 @@ from webagents.portal.tokens.credentials import digest
 
 @pytest.mark.pgvector  # also with pgvector's column and indexes, left out of the comparison
 def test_p1_migrations_take_an_empty_database_to_head_matching_the_models(
-    fresh_database_url: str,
+    empty_database_url: str,
 ) -> None:
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = make_engine(PortalSettings(database_url=empty_database_url))
     try:
         assert inspect(engine).get_table_names() == []
         assert current_revision(engine) is None
@@ -48,9 +48,9 @@ def test_p1_migrations_take_an_empty_database_to_head_matching_the_models(
         engine.dispose()
 
 
-def test_p1_schema_differences_sees_a_table_the_migrations_lack(fresh_database_url: str) -> None:
+def test_p1_schema_differences_sees_a_table_the_migrations_lack(empty_database_url: str) -> None:
     """The comparison can fail: a database missing one table of the models is reported."""
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = make_engine(PortalSettings(database_url=empty_database_url))
     try:
         upgrade(engine)
         with engine.begin() as connection:
@@ -65,12 +65,12 @@ def test_p1_schema_differences_sees_a_table_the_migrations_lack(fresh_database_u
 
 
 def test_p4_migration_0011_keeps_each_agents_key_working_as_its_first_key(
-    fresh_database_url: str,
+    empty_database_url: str,
 ) -> None:
     """An agent published before keys were per machine keeps its key: 0011 moves it to
     agent_keys (named "first key"), the memory store still takes it, and nothing that
     refers to the agent is lost when its table is altered."""
-    engine = make_engine(PortalSettings(database_url=fresh_database_url))
+    engine = make_engine(PortalSettings(database_url=empty_database_url))
     try:
         with engine.connect() as connection:
             command.upgrade(alembic_config(connection), "0009")

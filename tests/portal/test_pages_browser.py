@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from .account_helpers import new_user_key
 from .chats_browser_helpers import _sign_in
 from .conftest import PASSWORD
 from .page_checks import (
@@ -52,9 +53,7 @@ print("launch")
 def _world(tmp_path: Path, url: str, database: str) -> dict[str, str]:
     """alice, her agent with a chat (Markdown, a tool call) and notes in three namespaces,
     one of them forgotten."""
-    assert portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD + "\n")
-    made = portal(tmp_path, "apikey", "alice", "--database", database)
-    user = {"Authorization": f"Bearer {made.stdout.splitlines()[-1]}"}
+    user = {"Authorization": f"Bearer {new_user_key(database, 'alice')}"}
     with httpx.Client(base_url=url, headers=user) as api:
         created = api.post("/api/agents", json={"name": "helper", "description": "Plans things"})
         assert created.status_code == 201, created.text

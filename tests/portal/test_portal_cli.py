@@ -102,10 +102,10 @@ def test_p1_portal_commands_refuse_with_what_to_do(tmp_path: Path, fresh_databas
 
 
 def test_p1_migrate_brings_the_database_to_head_and_can_run_again(
-    tmp_path: Path, fresh_database_url: str
+    tmp_path: Path, empty_database_url: str
 ) -> None:
     for _ in range(2):
-        done = portal(tmp_path, "migrate", "--database", fresh_database_url)
+        done = portal(tmp_path, "migrate", "--database", empty_database_url)
         assert done.returncode == 0, done.stderr
         assert done.stdout.endswith(f" is at revision {head_revision()}\n")
 

@@ -24,7 +24,7 @@ from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.scope import SystemScope
 from webagents.portal.settings import PortalSettings
 
-from .conftest import PASSWORD
+from .account_helpers import new_user_key
 from .connect_agent import ConnectAgent
 from .memory_helpers import SynonymEmbedder
 from .processes import Child, Served, portal
@@ -116,10 +116,7 @@ def _worker(tmp_path: Path, endpoint: Endpoint, database: str) -> Child:
 
 def _agent(tmp_path: Path, served: Served, database: str) -> tuple[dict[str, str], str]:
     """A published agent's key header and id (alice's agent, made over HTTP)."""
-    assert (
-        portal(tmp_path, "adduser", "alice", "--database", database, stdin=PASSWORD).returncode == 0
-    )
-    user_key = portal(tmp_path, "apikey", "alice", "--database", database).stdout.splitlines()[-1]
+    user_key = new_user_key(database, "alice")
     made = httpx.post(
         f"{served.url}/api/agents",
         headers={"Authorization": f"Bearer {user_key}"},

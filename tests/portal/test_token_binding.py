@@ -22,8 +22,9 @@ from webagents.portal.tokens import keys as signing
 from webagents.portal.tokens import service as tokens
 from webagents.portal.tokens.repository import SigningKeys
 
-from .conftest import PASSWORD, make_account, make_client
-from .processes import Served, portal
+from .account_helpers import new_user_key
+from .conftest import make_account, make_client
+from .processes import Served
 
 
 def _exchange(client: TestClient, key: str, **headers: str) -> str:
@@ -84,9 +85,7 @@ def test_p2_portal_serve_without_public_url_fixes_the_issuer_at_start_and_says_s
         r"address; give --public-url when they reach the portal by another\)\n",
         served.output,
     )
-    database = ("--database", fresh_database_url)
-    assert portal(tmp_path, "adduser", "alice", *database, stdin=PASSWORD).returncode == 0
-    key = portal(tmp_path, "apikey", "alice", *database).stdout.splitlines()[-1]
+    key = new_user_key(fresh_database_url, "alice")
     answer = httpx.post(
         f"{served.url}/api/auth/cli/token",
         headers={"Authorization": f"Bearer {key}", "Host": "evil.example"},

@@ -17,17 +17,38 @@ from .base import Skill
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
-def registry() -> dict[str, type[Skill[Any]]]:
-    """Skill name -> class, for the built-in skills."""
-    # Loaded when an agent file is read, not when this module is: a command that reads none
-    # does not pay for every skill's imports.
-    from .auth import AuthSkill
-    from .mcp import McpSkill
-    from .memory import MemorySkill
-    from .openai import OpenAISkill
-    from .session import SessionSkill
+# Each built-in skill's name and where its class is: a skill is imported when an agent file
+# names it, so that an agent without `mcp` or `auth` does not load the MCP SDK (about 0.5 s
+# of every process) or PyJWT and cryptography.
+_BUILT_IN = {
+    "openai": ".openai:OpenAISkill",
+    "memory": ".memory:MemorySkill",
+    "session": ".session:SessionSkill",
+    "auth": ".auth:AuthSkill",
+    "mcp": ".mcp:McpSkill",
+}
 
-    return {cls.name: cls for cls in (OpenAISkill, MemorySkill, SessionSkill, AuthSkill, McpSkill)}
+
+def built_in_names() -> list[str]:
+    """The names of the built-in skills, sorted."""
+    return sorted(_BUILT_IN)
+
+
+def built_in_skill(name: str) -> type[Skill[Any]] | None:
+    """The built-in skill called `name` (its module imported now); None when none is."""
+    where = _BUILT_IN.get(name)
+    if where is None:
+        return None
+    module, _, attribute = where.partition(":")
+    found = getattr(importlib.import_module(module, __package__), attribute)
+    assert isinstance(found, type) and issubclass(found, Skill) and found.name == name, where
+    return found
+
+
+def registry() -> dict[str, type[Skill[Any]]]:
+    """Skill name -> class, for every built-in skill (all of them imported)."""
+    classes = (built_in_skill(name) for name in _BUILT_IN)
+    return {cls.name: cls for cls in classes if cls is not None}
 
 
 def is_import_path(name: str) -> bool:
