@@ -34,11 +34,13 @@ MODEL = "openai:test-synonyms"
 
 
 class Endpoint:
-    """POST /v1/embeddings with SynonymEmbedder's vectors. The first two requests that carry
-    notes (keys start with "n") wait for each other: both answer only once two workers are
-    embedding at the same moment (or after 60 s, marked as never met)."""
+    """POST /v1/embeddings with SynonymEmbedder's vectors; `texts` keeps the notes asked for
+    (keys start with "n"). With `meet`, the first two requests that carry notes wait for each
+    other: both answer only once two workers are embedding at the same moment (or after 60 s,
+    marked as never met)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, meet: bool = False) -> None:
+        self.meet = meet
         self.texts: list[str] = []
         self.met: bool | None = None
         self._lock = threading.Lock()
@@ -71,7 +73,7 @@ class Endpoint:
         if notes:
             with self._lock:
                 self.texts.extend(notes)
-                meets = self._waited < 2
+                meets = self.meet and self._waited < 2
                 self._waited += 1
             if meets:
                 try:
@@ -181,7 +183,7 @@ def test_p5_portal_worker_embeds_what_a_serve_without_background_jobs_keeps(
 
 @pytest.mark.e2e  # runs the installed webagents command
 def test_p5_two_portal_workers_on_postgresql_share_the_embedding_and_none_embeds_twice(
-    tmp_path: Path, fresh_database_url: str, endpoint: Endpoint
+    tmp_path: Path, fresh_database_url: str
 ) -> None:
     if not fresh_database_url.startswith("postgresql"):
         pytest.skip("several portal workers need PostgreSQL (SQLite: one process)")
@@ -195,11 +197,12 @@ def test_p5_two_portal_workers_on_postgresql_share_the_embedding_and_none_embeds
                 assert http.put(URL, json=note).status_code == 200
     finally:
         served.stop()
-    workers = [_worker(tmp_path, endpoint, database) for _ in range(2)]
-    try:
-        assert _until(lambda: len(endpoint.texts) >= 100), len(endpoint.texts)
-    finally:
-        stopped = [worker.stop() for worker in workers]
+    with Endpoint(meet=True) as endpoint:
+        workers = [_worker(tmp_path, endpoint, database) for _ in range(2)]
+        try:
+            assert _until(lambda: len(endpoint.texts) >= 100), len(endpoint.texts)
+        finally:
+            stopped = [worker.stop() for worker in workers]
     assert stopped == [0, 0]
     assert endpoint.met is True  # the two embedded at the same moment
     assert sorted(endpoint.texts) == sorted(f"n{n:03}\n\na car {n}" for n in range(100))
