@@ -3,7 +3,8 @@ and how a command's refusals become exit statuses."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -11,6 +12,8 @@ from ..errors import ConfigError
 from ..portal.db.gate import GateLimits
 from .exit_codes import run_or_exit
 from .profile_option import current_profile, profile_option
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # The database gate's defaults, for the options' (asyncio alone: no extra package needed).
 GATE_DEFAULTS = GateLimits()
@@ -24,6 +27,19 @@ def database_option(fn: Any) -> Any:
         "(default: WEBAGENTS_PORTAL_DATABASE_URL, else ~/.webagents/portal/portal.db).",
     )(fn)
     return profile_option(fn)
+
+
+def embeddings_option(help: str) -> Callable[[F], F]:
+    """`--embeddings`, as `portal serve` and `portal worker` take it (the same model for both)."""
+    option: Callable[[F], F] = click.option(
+        "--embeddings",
+        envvar="WEBAGENTS_PORTAL_EMBEDDINGS",
+        metavar="local|openai[:MODEL]|none",
+        default="local",
+        show_default=True,
+        help=help,
+    )
+    return option
 
 
 def portal_settings(ctx: click.Context, database: str | None, profile: str | None) -> Any:

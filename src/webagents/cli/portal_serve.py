@@ -10,7 +10,13 @@ import click
 from ..errors import ConfigError
 from .connection_options import connection_options
 from .memory_quotas import memory_quota_options, memory_quotas
-from .portal_common import GATE_DEFAULTS, database_option, portal_settings, run_portal_command
+from .portal_common import (
+    GATE_DEFAULTS,
+    database_option,
+    embeddings_option,
+    portal_settings,
+    run_portal_command,
+)
 
 _SIGN_UP_SHOWN = {
     "open": "open (anyone who reaches the portal; --sign-up invite or closed to limit it)",
@@ -38,14 +44,9 @@ _SIGN_UP_SHOWN = {
     "X-Forwarded-For/-Proto are believed; by default none, so no client can pick the address "
     "its failed sign-ins are counted against.",
 )
-@click.option(
-    "--embeddings",
-    envvar="WEBAGENTS_PORTAL_EMBEDDINGS",
-    metavar="local|openai[:MODEL]|none",
-    default="local",
-    show_default=True,
-    help="The memory store's embedding model for semantic search: local (offline), "
-    "openai[:MODEL] (an OpenAI-compatible /v1/embeddings endpoint), or none (full-text only).",
+@embeddings_option(
+    "The memory store's embedding model for semantic search: local (offline), "
+    "openai[:MODEL] (an OpenAI-compatible /v1/embeddings endpoint), or none (full-text only)."
 )
 @click.option(
     "--sign-up",
@@ -235,14 +236,7 @@ def _shown_jobs(jobs: Any, settings: Any) -> str:
 
 
 @click.command()
-@click.option(
-    "--embeddings",
-    envvar="WEBAGENTS_PORTAL_EMBEDDINGS",
-    metavar="local|openai[:MODEL]|none",
-    default="local",
-    show_default=True,
-    help="The embedding model: the same as the portal serve's.",
-)
+@embeddings_option("The embedding model: the same as the portal serve's.")
 @database_option
 @click.pass_context
 def worker(ctx: click.Context, embeddings: str, database: str | None, profile: str | None) -> None:

@@ -32,5 +32,11 @@ class ApiError(WebAgentsError):
         return error_type(self.status)
 
 
+def not_taken(path: str, method: str, allowed: str) -> str:
+    """A 405's message (`method_not_allowed`, with `Allow: allowed`), on serve, the daemon
+    and through the portal alike."""
+    return f"{path} does not take {method}: send {allowed}"
+
+
 def error_type(status: int) -> str:
     return _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")

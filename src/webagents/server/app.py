@@ -28,7 +28,7 @@ from ..agent import Conversation
 from ..caller import Caller
 from ..model import Message, ModelResponse, TextDelta
 from ..openai_wire import DONE, Completion, error_body, error_event
-from .api_errors import ApiError, error_type
+from .api_errors import ApiError, error_type, not_taken
 from .hosting import AgentHost, ServedAgent
 from .mcp_http import McpEndpoint
 from .openai_api import (
@@ -203,7 +203,7 @@ def _install_error_handlers(app: FastAPI) -> None:
             return respond(404, f"there is nothing at {request.url.path}", "not_found")
         if exc.status_code == 405:
             allowed = allowed_methods(request)
-            message = f"{request.url.path} does not take {request.method}: send {allowed}"
+            message = not_taken(request.url.path, request.method, allowed)
             return respond(405, message, "method_not_allowed", {"Allow": allowed})
         return respond(exc.status_code, str(exc.detail), None, exc.headers)
 

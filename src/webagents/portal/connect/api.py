@@ -27,7 +27,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from ...openai_wire import error_body
 from ...portal_wire.connect import PONG
-from ...server.api_errors import error_type
+from ...server.api_errors import error_type, not_taken
 from .. import json_body
 from ..accounts.auth import agent_and_key, bearer_scope
 from ..errors import BadInput, Unauthorized
@@ -235,7 +235,7 @@ def _not_taken(taken: list[str]) -> Callable[..., Awaitable[Response]]:
     allowed = ", ".join(sorted(taken))
 
     async def endpoint(request: Request, name: str) -> Response:
-        message = f"{request.url.path} does not take {request.method}: send {allowed}"
+        message = not_taken(request.url.path, request.method, allowed)
         return _refused(405, message, "method_not_allowed", {"Allow": allowed})
 
     return endpoint

@@ -83,11 +83,13 @@ def search(
 ) -> SearchAnswer:
     size = max(1, min(limit, MAX_LIMIT))
     found = candidates(store, query, namespaces, pool=max(size * 3, 30), embedder=embedder)
-    entries = store.live_by_ids(found.every())
-    # Without meaning the full-text order stands (ranking.rank): no word is counted then.
-    texts = [entries[i] for i in found.by_text if i in entries] if found.by_meaning else []
-    rare = rarities(store, found.words, texts)
+    # The full-text candidates' text, for the rarity of the words they hold; without meaning
+    # the full-text order stands (ranking.rank): nothing is read or counted for it.
+    entries = store.live_by_ids(found.by_text) if found.by_meaning else {}
+    rare = rarities(store, found.words, list(entries.values()))
     ranked = ranking.rank(found.by_text, found.by_meaning, rarities=rare)[:size]
+    unread = [i for i in ranked if i not in entries]  # the hits found by meaning alone
+    entries.update(store.live_by_ids(unread))
     text_set, meaning_set = set(found.by_text), {ident for _, ident in found.by_meaning}
     hits = [
         SearchHit(
