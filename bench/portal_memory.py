@@ -66,7 +66,7 @@ from sqlalchemy.orm import Session, sessionmaker  # noqa: E402
 from tests.portal.databases import PostgresServer, _Cluster  # noqa: E402
 
 from webagents.portal import admin  # noqa: E402
-from webagents.portal.accounts.auth import agent_key_scope  # noqa: E402
+from webagents.portal.accounts.auth import agent_key_scope, agent_key_scope_read_only  # noqa: E402
 from webagents.portal.admin import open_database  # noqa: E402
 from webagents.portal.agents import service as agents  # noqa: E402
 from webagents.portal.agents.schemas import AgentIn  # noqa: E402
@@ -188,13 +188,14 @@ def store_of(engine: Engine, key: str, *, reads: bool = False) -> Iterator[Memor
     """One transaction with the agent's key verified in it, as a request has: its sessions
     made once per engine, as the portal's app makes them (admin.transaction makes a
     sessionmaker each time, a third of a get's Python work); `reads`: a reading session,
-    as the API's reads (get, list, search) take."""
+    the key's use not noted, as the API's reads (get, list, search) take."""
     made = _sessions.get((id(engine), reads))
     if made is None:
         made = (make_reading_sessions if reads else make_sessions)(engine)
         _sessions[(id(engine), reads)] = made
+    verify = agent_key_scope_read_only if reads else agent_key_scope
     with made() as db, db.begin():
-        yield MemoryStore.for_agent(db, agent_key_scope(db, f"Bearer {key}"))
+        yield MemoryStore.for_agent(db, verify(db, f"Bearer {key}"))
 
 
 def load(engine: Engine, key: str, batch: list[Note], dimensions: int, model: str) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ import httpx
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from webagents.portal.admin import add_user, new_api_key, open_database
 from webagents.portal.app import create_app
+from webagents.portal.db import dialect
 from webagents.portal.settings import PortalSettings
 
 from .conftest import PASSWORD
@@ -169,3 +171,48 @@ def test_p_a_full_disk_or_a_locked_database_is_503_told_once_and_served_after(
         ),
         ("WARNING", BACK),
     ]
+
+
+def test_p_connections_ended_by_postgresql_while_idle_are_replaced_before_a_request_uses_them(
+    engine: Engine,
+    fresh_database_url: str,
+    database_kind: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every connection the pool gave the app ended by the server (pg_terminate_backend, as
+    an administrator or an idle timeout does) while idle: once idle longer than the pool
+    trusts a connection untested, a read, a write and a page are served on new connections,
+    none refused, nothing in the log (db/dialect.py's prepare_postgresql)."""
+    if database_kind == "sqlite":
+        pytest.skip("SQLite has no server to end a connection")
+    add_user(engine, "alice", PASSWORD)
+    user = {"Authorization": f"Bearer {new_api_key(engine, 'alice', 'test').key}"}
+    app = create_app(PortalSettings(database_url=fresh_database_url), engine=engine, embedder=None)
+    used: set[int] = set()
+    event.listen(engine, "checkout", lambda dbapi, *_: used.add(dbapi.info.backend_pid))
+    read = {"action": "get", "namespace": "shared", "key": "k"}
+    note = {"namespace": "shared", "key": "k", "content": "before"}
+    with TestClient(app) as client, caplog.at_level(logging.WARNING, "webagents.portal"):
+        made = client.post("/api/agents", headers=user, json={"name": "helper"})
+        agent = {"Authorization": f"Bearer {made.json()['rawApiKey']}"}
+        assert client.put(MEMORY, headers=agent, json=note).status_code == 200
+        assert client.get(MEMORY, headers=agent, params=read).status_code == 200
+        ended = set(used)
+        server = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(server, autocommit=True) as other:  # not one of the pool's
+            other.execute(
+                "SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [list(ended)]
+            )
+        time.sleep(dialect.PING_AFTER_IDLE_SECONDS + 0.2)
+        used.clear()
+        answers = [
+            client.get(MEMORY, headers=agent, params=read),
+            client.put(MEMORY, headers=agent, json={**note, "content": "after"}),
+            client.get("/api/users/me", headers=user),
+            client.get(MEMORY, headers=agent, params=read),
+        ]
+    assert [answer.status_code for answer in answers] == [200] * 4
+    assert answers[0].json()["entry"]["content"] == "before"
+    assert answers[3].json()["entry"]["content"] == "after"
+    assert used and not used & ended
+    assert caplog.records == []

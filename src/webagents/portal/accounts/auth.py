@@ -133,6 +133,12 @@ def agent_key_scope(db: Session, authorization: str | None) -> AgentScope:
     return agent_and_key(db, authorization)[0]
 
 
+def agent_key_scope_read_only(db: Session, authorization: str | None) -> AgentScope:
+    """As agent_key_scope, its use not noted: for a session that only reads, which never
+    writes (db/engine.py's `read_only`)."""
+    return _agent_and_key(db, authorization)[0]
+
+
 def agent_and_key(db: Session, authorization: str | None) -> tuple[AgentScope, AgentKey]:
     """As agent_key_scope, with the key itself: Portal Connect keeps it for as long as the
     connection it opened lives, and ends the connection when the key is revoked."""
@@ -233,7 +239,7 @@ def api_agent_reading(request: Request, db: ReadDb) -> AgentScope:
     """As api_agent, in a read-only transaction, and so without noting the key's use: that
     write would make a read wait for writers (SQLite), which the read-only transaction is
     there to avoid. Writes and Portal Connect note it (docs/several-machines.md)."""
-    return _agent_and_key(db, request.headers.get("authorization"))[0]
+    return agent_key_scope_read_only(db, request.headers.get("authorization"))
 
 
 ApiAgentReading = Annotated[AgentScope, Depends(api_agent_reading)]

@@ -4,23 +4,34 @@ keeps its own in memory/search.py).
 
 Each function takes the repository's session (or, for the migrations, a connection) and
 either runs the statement in the database's own form or returns the form to run;
-`prepare_sqlite` gives a SQLite engine its connection settings and begin mode.
+`prepare_sqlite` gives a SQLite engine its connection settings and begin mode,
+`prepare_postgresql` a PostgreSQL engine its test of idle connections, `reading` the options
+of a session that only reads, and `refuse_writes` keeps such a session from writing.
 """
 
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, event, func, text
+from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, event, exc, func, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # The execution option of a session that only reads (engine.read_only): SQLite begins it
-# deferred.
+# deferred, PostgreSQL runs it without a transaction (`reading`).
 READ_ONLY = "webagents_read_only"
+# What a session that only reads may send (`refuse_writes`): SQLite's BEGIN is its
+# deferred one, SET the vector search's settings (memory/vector_index.py).
+_READS = ("SELECT", "WITH", "EXPLAIN", "SHOW", "SET", "BEGIN")
+# A pooled PostgreSQL connection given back longer ago than this is tested before use
+# (`prepare_postgresql`); one given back since is used as it is. HikariCP's default
+# (aliveBypassWindowMs): under load a connection is back in use within milliseconds.
+PING_AFTER_IDLE_SECONDS = 0.5
+_GIVEN_BACK = "webagents_given_back"
 
 
 def prepare_sqlite(engine: Engine) -> None:
@@ -47,6 +58,55 @@ def prepare_sqlite(engine: Engine) -> None:
     def _begin(connection: Any) -> None:
         reads_only = connection.get_execution_options().get(READ_ONLY, False)
         connection.exec_driver_sql("BEGIN" if reads_only else "BEGIN IMMEDIATE")
+
+
+def prepare_postgresql(engine: Engine) -> None:
+    """A PostgreSQL pool's connection tested (one empty statement) before use when it was
+    idle more than PING_AFTER_IDLE_SECONDS: a dead one (the server restarted, the
+    connection ended by an administrator or an idle timeout) is replaced, and the pool's
+    others with it, as pool_pre_ping does on every checkout, which was a round trip of every
+    request. One that dies in use, or within that time of its last use, fails its request
+    (a 503: outage.py), and the pool replaces all of its connections then."""
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_GIVEN_BACK] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        given_back = record.info.get(_GIVEN_BACK)  # None: a new connection
+        if given_back is None or time.monotonic() - given_back < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except engine.dialect.loaded_dbapi.Error as error:
+            raise exc.InvalidatePoolError() from error  # the pool connects anew
+
+
+def reading(engine: Engine) -> dict[str, object]:
+    """The execution options of a session that only reads. On PostgreSQL its connection is
+    in autocommit, so it sends its statements only, no BEGIN nor COMMIT (each a round trip);
+    each statement reads what is committed when it starts, as each did in the READ COMMITTED
+    transaction. SQLite keeps its deferred transaction: one snapshot for all its reads."""
+    if engine.dialect.name == "postgresql":
+        return {READ_ONLY: True, "isolation_level": "AUTOCOMMIT"}
+    return {READ_ONLY: True}
+
+
+def refuse_writes(engine: Engine) -> None:
+    """A statement other than a read in a session that only reads raises before it is sent:
+    on PostgreSQL it would be kept at once (autocommit: even were the request to fail), on
+    SQLite it would take the write lock that the deferred transaction is there to avoid."""
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _refuse(connection: Connection, _cursor: Any, statement: str, *_: Any) -> None:
+        if connection.get_execution_options().get(READ_ONLY) and not (
+            statement.lstrip().upper().startswith(_READS)
+        ):
+            raise PermissionError(
+                f"a session that only reads was asked to write ({statement.split()[0]}): "
+                "use the writing session (engine.Db)"
+            )
 
 
 def is_postgresql(bind: Session | Connection) -> bool:

@@ -8,7 +8,9 @@ that reads, then writes after another process wrote, fails at once with "databas
 reads may say so (`read_only(session)`): it begins a deferred transaction, which in WAL mode
 reads a snapshot without taking the write lock, so it never waits for writers or holds them.
 Foreign keys are switched on, and the WAL journal lets readers outside transactions work
-beside the writer.
+beside the writer. On PostgreSQL a session that only reads runs in autocommit, without BEGIN
+and COMMIT, and tested idle connections stand in for a ping of every checkout (dialect.py:
+`reading`, `prepare_postgresql`); a session that only reads never writes (`refuse_writes`).
 
 A request's session is opened only once the request holds a slot of the database gate
 (gate.py), and the pool holds a connection for every slot, so no request waits for one; the
@@ -46,18 +48,24 @@ def make_engine(settings: PortalSettings) -> Engine:
         "max_overflow": POOL_RESERVE,
         "pool_timeout": POOL_TIMEOUT_SECONDS,
     }
-    if not settings.is_sqlite:
-        return create_engine(settings.database_url, pool_pre_ping=True, **pool)
-    engine = create_engine(settings.database_url, connect_args={"check_same_thread": False}, **pool)
-
-    dialect.prepare_sqlite(engine)
+    if settings.is_sqlite:
+        engine = create_engine(
+            settings.database_url, connect_args={"check_same_thread": False}, **pool
+        )
+        dialect.prepare_sqlite(engine)
+    else:
+        # Last in, first out: under a light load the connection given back last is taken
+        # again, recently used and so not tested (dialect.prepare_postgresql), the others idle.
+        engine = create_engine(settings.database_url, pool_use_lifo=True, **pool)
+        dialect.prepare_postgresql(engine)
+    dialect.refuse_writes(engine)
     return engine
 
 
 def read_only(session: Session) -> Session:
-    """Mark a session that has not begun as one that only reads (see above); a write in it
-    may fail on SQLite with "database is locked". PostgreSQL is unaffected."""
-    session.connection(execution_options={dialect.READ_ONLY: True})
+    """Mark a session that has not begun as one that only reads (see above): a write in it
+    raises."""
+    session.connection(execution_options=dialect.reading(session.get_bind().engine))
     return session
 
 
@@ -70,9 +78,7 @@ def make_reading_sessions(engine: Engine) -> sessionmaker[Session]:
     """Sessions that only read, as `read_only` makes them, but marked through their engine
     (the same pool), so that making one takes no connection: it is taken at the first query,
     in the worker thread that asks it, not in the event loop."""
-    return sessionmaker(
-        engine.execution_options(**{dialect.READ_ONLY: True}), expire_on_commit=False
-    )
+    return sessionmaker(engine.execution_options(**dialect.reading(engine)), expire_on_commit=False)
 
 
 async def _writing_slot(request: Request) -> AsyncIterator[None]:
@@ -102,12 +108,13 @@ async def request_session(
 async def read_request_session(
     request: Request, _slot: Annotated[None, Depends(_reading_slot, scope="function")]
 ) -> AsyncIterator[Session]:
-    """The request's one transaction for an endpoint that only reads: `read_only`, so on
-    SQLite it reads a snapshot beside writers instead of queueing for the write lock behind
-    them (and holding it from them). Writes keep `request_session`'s BEGIN IMMEDIATE.
+    """The request's session for an endpoint that only reads: `read_only`, so on SQLite it
+    reads a snapshot beside writers instead of queueing for the write lock behind them (and
+    holding it from them), and on PostgreSQL it sends its statements without BEGIN and
+    COMMIT. Writes keep `request_session`'s transaction (SQLite's BEGIN IMMEDIATE).
 
     Use as `ReadDb` (below: `Depends(read_request_session, scope="function")`), and verify
-    the caller through it too (a second session would be a second transaction)."""
+    the caller through it too (a second session would be a second connection)."""
     async with _transaction(request, request.app.state.reading_sessions) as session:
         yield session
 

@@ -4,8 +4,9 @@ that, and the one line in the log that says so, and the one that says it is back
 
 Such a request is answered 503 with Retry-After (app.py), as JSON on the API, never a 500 nor
 a closed connection: nothing was kept, and the same request later will likely succeed. The
-portal recovers by itself: PostgreSQL's pool tests each connection before use
-(pool_pre_ping) and replaces the dead ones.
+portal recovers by itself: PostgreSQL's pool tests a connection that was idle before use and
+replaces a dead one (dialect.prepare_postgresql), and one found dead in use makes it replace
+all of them.
 """
 
 from __future__ import annotations

@@ -85,9 +85,9 @@ def _ranked(
     indexed: bool,
 ) -> list[tuple[float, uuid.UUID]]:
     statement, params = _statement(model, dimensions, namespaces, query, limit, indexed)
-    if indexed:
-        _iterative(store, limit)
     try:
+        if indexed:
+            _iterative(store, limit)
         rows = [row._mapping for row in store.run(statement, params)]
     finally:
         if indexed:
@@ -110,9 +110,9 @@ def plan(
     """PostgreSQL's plan of one ranking (EXPLAIN), for the tests and the benchmark: whether
     the index or the exact search answers."""
     statement, params = _statement(model, dimensions, namespaces, query, limit, indexed, True)
-    if indexed:
-        _iterative(store, limit)
     try:
+        if indexed:
+            _iterative(store, limit)
         return "\n".join(str(row[0]) for row in store.run(statement, params))
     finally:
         if indexed:
@@ -121,8 +121,10 @@ def plan(
 
 def _iterative(store: MemoryStore, limit: int | None) -> None:
     """The HNSW scan's settings for one statement (`limit` None: back to the defaults after
-    it). SET LOCAL lasts to the transaction's end, so they are undone at once: the
-    request's next statements (full-text's sort) must plan as usual. The iterative scan
+    it, in a `finally`). The connection's own settings (SET), not the transaction's (SET
+    LOCAL): a session that only reads has no transaction on PostgreSQL (db/dialect.py's
+    `reading`); undone at once, so the request's next statements (full-text's sort) plan as
+    usual, and a pooled connection is never given back with them. The iterative scan
     reads on through the graph until `limit` rows pass the filter; ef_search is how many
     candidates it keeps; with sorting off the planner takes the index, which the caller
     chose (it could otherwise sort the agent's rows, exact but slow past EXACT_UP_TO)."""
@@ -136,7 +138,7 @@ def _iterative(store: MemoryStore, limit: int | None) -> None:
             "enable_sort": "off",
         }
     for name, value in settings.items():
-        store.run(text(f"SET LOCAL {name} = {value}"), {})
+        store.run(text(f"SET {name} = {value}"), {})
 
 
 def _statement(
