@@ -84,3 +84,12 @@ def test_registry_an_unknown_skill_lists_every_built_in_one() -> None:
     loaded_after(
         loading_agent(["mem"], refused="the skills are: auth, mcp, memory, openai, session")
     )
+
+
+def test_serve_the_agent_server_loads_the_mcp_sdk_only_for_an_mcp_request() -> None:
+    """`webagents serve`'s app (Chat Completions, Responses, /mcp's route) is made without
+    the MCP SDK, half of what the process imported; the first MCP request loads it."""
+    loaded = loaded_after("import webagents.server.app, webagents.server.mcp_http")
+    assert {"mcp", "mcp_types", "webagents.mcp_server", "webagents.server.mcp_sessions"}.isdisjoint(
+        loaded
+    ), sorted(m for m in loaded if "mcp" in m)

@@ -6,44 +6,37 @@ Completions request is (`verify`: owner key, caller keys, JWTs, Portal Connect's
 a credential that fails is a 401, never anonymous (A1). The verified caller travels in the
 ASGI scope to the MCP handlers, which answer for it alone.
 
-An MCP session is bound to the caller (and agent) of the request that opened it: the
-session manager compares the principal of every later request of the session with the one
-that opened it and answers another credential's request 404, as if the session did not
-exist, so a session id that leaks lends nobody else's rights.
+The MCP SDK (mcp_sessions.py: its session manager, and the memory for each request) is
+loaded and started at the first MCP request, in a worker thread, not when the server
+starts: most served agents are never asked over MCP, and the SDK is half of what a
+`webagents serve` process imports. Its sessions live until the server stops.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..caller import Caller
-from ..mcp_server import AgentMemory, mcp_server
-from ..mcp_server import Request as McpRequest
-from ..mcp_server import Scope as Answered
 from .api_errors import ApiError
 from .hosting import AgentHost, ServedAgent
 from .verified import agent_named, verify
 
+if TYPE_CHECKING:
+    from .mcp_sessions import McpSessions
+
+log = logging.getLogger("webagents.server")
+
 App = TypeVar("App")
 Lifespan = Callable[[App], AbstractAsyncContextManager[None]]
-
-ANSWERED_FOR = "webagents.mcp"
-"""The ASGI scope key that carries a verified request's `Answered` to the MCP handlers."""
-INSTRUCTIONS = (
-    "The memory of a webagents agent, as your credential allows: its notes (the memory_* "
-    "tools: your own namespace and shared; the owner every one) and your kept "
-    "conversations (resources, read-only)."
-)
 
 
 class McpEndpoint:
@@ -51,22 +44,59 @@ class McpEndpoint:
 
     def __init__(self, host: AgentHost) -> None:
         self._host = host
-        self._memories: dict[str, AgentMemory] = {}
-        self._manager: StreamableHTTPSessionManager | None = None
+        self._serving = False  # within `run()`
+        self._stop = asyncio.Event()
+        self._starting = asyncio.Lock()
+        self._sessions: McpSessions | None = None
+        self._held: asyncio.Task[None] | None = None
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        # A manager runs once: each time the app starts serving it gets a new one.
-        # JSON answers, not an SSE stream per request: the tools send no progress, and a
-        # stream's set-up is most of a call's time (bench/mcp_calls.py).
-        server = mcp_server("webagents", INSTRUCTIONS, _scope)
-        self._manager = StreamableHTTPSessionManager(server, json_response=True)
+        """While serving: the MCP sessions, once started, are held until it ends."""
+        self._serving, self._stop = True, asyncio.Event()
         try:
-            async with self._manager.run():
-                yield
+            yield
         finally:
-            self._manager = None
-            self._memories.clear()
+            self._serving = False
+            self._stop.set()
+            held, self._held = self._held, None
+            if held is not None:
+                (ended,) = await asyncio.gather(held, return_exceptions=True)
+                if isinstance(ended, Exception):
+                    log.error("MCP sessions ended with an error: %r", ended)
+
+    async def _started(self) -> McpSessions:
+        """The MCP sessions, loaded and started by the first request that needs them."""
+        async with self._starting:
+            if self._sessions is not None:
+                return self._sessions
+            if not self._serving:
+                raise ApiError(503, "the server is starting or stopping: try again", "unavailable")
+            # The SDK's import (some 0.3 s of CPU) off the event loop, which goes on serving.
+            await asyncio.to_thread(importlib.import_module, f"{__package__}.mcp_sessions")
+            from .mcp_sessions import McpSessions
+
+            sessions = McpSessions()
+            ready = asyncio.get_running_loop().create_future()
+            self._held = asyncio.create_task(self._hold(sessions, ready), name="mcp-sessions")
+            await ready
+            self._sessions = sessions
+            return sessions
+
+    async def _hold(self, sessions: McpSessions, ready: asyncio.Future[None]) -> None:
+        """Run `sessions` (a manager runs in the task that started it) until serving ends."""
+        try:
+            async with sessions.run():
+                ready.set_result(None)
+                await self._stop.wait()
+        except Exception as error:
+            if not ready.done():
+                ready.set_exception(error)  # the request that started it fails with it
+            raise
+        finally:
+            if not ready.done():
+                ready.cancel()
+            self._sessions = None  # a later request, if still serving, starts anew
 
     def routes(self) -> list[Route]:
         """/mcp for the one agent served, /agents/<name>/mcp for any (a daemon's)."""
@@ -89,12 +119,8 @@ class McpEndpoint:
         request = Request(scope, receive)  # headers and path only: the body is the SDK's
         served = await self._agent(request)
         caller = await verify(served, request)
-        if self._manager is None:
-            raise ApiError(503, "the server is starting or stopping: try again", "unavailable")
-        scoped = dict(scope)
-        scoped[ANSWERED_FOR] = Answered(self._memory(served), caller)
-        scoped["user"] = AuthenticatedUser(_principal(served, caller))
-        await self._manager.handle_request(scoped, receive, send)
+        sessions = await self._started()
+        await sessions.handle(served, caller, scope, receive, send)
 
     async def _agent(self, request: Request) -> ServedAgent:
         name = request.path_params.get("name")
@@ -109,24 +135,3 @@ class McpEndpoint:
                 "model_not_found",
             )
         return sole
-
-    def _memory(self, served: ServedAgent) -> AgentMemory:
-        # Checked by the agent object: a daemon that reloads an agent serves its new version.
-        memory = self._memories.get(served.name)
-        if memory is None or memory.agent is not served.agent:
-            memory = self._memories[served.name] = AgentMemory(served.agent)
-        return memory
-
-
-def _principal(served: ServedAgent, caller: Caller) -> AccessToken:
-    """Who opened an MCP session, for the SDK to compare every later request of it with:
-    the agent and the whole verified caller (its kind, identities and issuer)."""
-    return AccessToken(token="", client_id=served.name, scopes=[], subject=repr(caller))
-
-
-def _scope(request: McpRequest) -> Answered:
-    http: Any = request.request
-    answered = http.scope.get(ANSWERED_FOR) if isinstance(http, Request) else None
-    if not isinstance(answered, Answered):  # only McpEndpoint hands requests to the SDK
-        raise RuntimeError("an MCP request reached the server without a verified caller")
-    return answered
