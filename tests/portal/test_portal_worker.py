@@ -1,19 +1,14 @@
 """`webagents portal worker` (issue 23): the background jobs in processes of their own, beside
 `webagents portal serve --background-jobs none`. The embedding model is an OpenAI-compatible
-endpoint served by the test (`--embeddings openai:MODEL`), so the test sees which process
-asked to embed what, and when."""
+endpoint served by the test (worker_helpers.py), so the test sees which process asked to
+embed what, and when."""
 
 from __future__ import annotations
 
-import json
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -24,118 +19,15 @@ from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.scope import SystemScope
 from webagents.portal.settings import PortalSettings
 
-from .account_helpers import new_user_key
 from .connect_agent import ConnectAgent
-from .memory_helpers import SynonymEmbedder
 from .processes import Child, Served, portal
-
-URL = "/api/storage/memory-scoped"
-MODEL = "openai:test-synonyms"
-
-
-class Endpoint:
-    """POST /v1/embeddings with SynonymEmbedder's vectors; `texts` keeps the notes asked for
-    (keys start with "n"). With `meet`, the first two requests that carry notes wait for each
-    other: both answer only once two workers are embedding at the same moment (or after 60 s,
-    marked as never met)."""
-
-    def __init__(self, *, meet: bool = False) -> None:
-        self.meet = meet
-        self.texts: list[str] = []
-        self.met: bool | None = None
-        self._lock = threading.Lock()
-        self._meeting = threading.Barrier(2, timeout=60)
-        self._waited = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                answer = json.dumps(endpoint.answer(body["input"], body["model"])).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        return Handler
-
-    def answer(self, texts: list[str], model: str) -> dict[str, Any]:
-        notes = [text for text in texts if text.startswith("n")]
-        if notes:
-            with self._lock:
-                self.texts.extend(notes)
-                meets = self.meet and self._waited < 2
-                self._waited += 1
-            if meets:
-                try:
-                    self._meeting.wait()
-                    self.met = self.met is not False
-                except threading.BrokenBarrierError:
-                    self.met = False
-        vectors = SynonymEmbedder().embed(texts)
-        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
-        return {"object": "list", "data": data, "model": model}
-
-    def __enter__(self) -> Endpoint:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._meeting.abort()
-        self._server.shutdown()
-        self._server.server_close()
+from .worker_helpers import MODEL, URL, Endpoint, make_agent, start_worker, until
 
 
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
     with Endpoint() as made:
         yield made
-
-
-def _worker(tmp_path: Path, endpoint: Endpoint, database: str) -> Child:
-    child = Child(
-        tmp_path,
-        "portal",
-        "worker",
-        "--embeddings",
-        MODEL,
-        "--database",
-        database,
-        env={"OPENAI_BASE_URL": endpoint.url},
-    )
-    child.wait_for(r"webagents portal worker: running")
-    return child
-
-
-def _agent(tmp_path: Path, served: Served, database: str) -> tuple[dict[str, str], str]:
-    """A published agent's key header and id (alice's agent, made over HTTP)."""
-    user_key = new_user_key(database, "alice")
-    made = httpx.post(
-        f"{served.url}/api/agents",
-        headers={"Authorization": f"Bearer {user_key}"},
-        json={"name": "helper"},
-    )
-    assert made.status_code == 201, made.text
-    return {"Authorization": f"Bearer {made.json()['rawApiKey']}"}, made.json()["agent"]["id"]
-
-
-def _until(check: Any, seconds: float = 90) -> bool:
-    """Whether `check()` came true within `seconds` (a guard; it is awaited, not timed)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return bool(check())
 
 
 @pytest.mark.e2e  # runs the installed webagents command
@@ -158,7 +50,7 @@ def test_p5_portal_worker_embeds_what_a_serve_without_background_jobs_keeps(
         assert "background jobs: none here (run `webagents portal worker` beside it)" in (
             served.output
         )
-        agent, agent_id = _agent(tmp_path, served, database)
+        agent, agent_id = make_agent(tmp_path, served, database)
         with httpx.Client(base_url=served.url, headers=agent, params={"agentId": agent_id}) as http:
             note = {"namespace": "owner", "key": "npets", "content": "a puppy named rex"}
             assert http.put(URL, json=note).status_code == 200
@@ -170,9 +62,9 @@ def test_p5_portal_worker_embeds_what_a_serve_without_background_jobs_keeps(
                 return [(e["key"], e["matched"]) for e in found["entries"]]
 
             assert matched() == []  # no process embeds: "dog" finds the puppy by meaning only
-            worker = _worker(tmp_path, endpoint, database)
+            worker = start_worker(tmp_path, endpoint, database)
             try:
-                assert _until(lambda: matched() == [("npets", ["meaning"])]), matched()
+                assert until(lambda: matched() == [("npets", ["meaning"])]), matched()
             finally:
                 assert worker.stop() == 0
     finally:
@@ -190,7 +82,7 @@ def test_p5_two_portal_workers_on_postgresql_share_the_embedding_and_none_embeds
     database = fresh_database_url
     served = Served(tmp_path, "--background-jobs", "none", "--database", database)
     try:
-        agent, agent_id = _agent(tmp_path, served, database)
+        agent, agent_id = make_agent(tmp_path, served, database)
         with httpx.Client(base_url=served.url, headers=agent, params={"agentId": agent_id}) as http:
             for n in range(100):
                 note = {"namespace": "owner", "key": f"n{n:03}", "content": f"a car {n}"}
@@ -198,9 +90,9 @@ def test_p5_two_portal_workers_on_postgresql_share_the_embedding_and_none_embeds
     finally:
         served.stop()
     with Endpoint(meet=True) as endpoint:
-        workers = [_worker(tmp_path, endpoint, database) for _ in range(2)]
+        workers = [start_worker(tmp_path, endpoint, database) for _ in range(2)]
         try:
-            assert _until(lambda: len(endpoint.texts) >= 100), len(endpoint.texts)
+            assert until(lambda: len(endpoint.texts) >= 100), len(endpoint.texts)
         finally:
             stopped = [worker.stop() for worker in workers]
     assert stopped == [0, 0]
@@ -269,7 +161,7 @@ def test_p12_a_portal_workers_retention_is_told_to_the_agents_connections_at_onc
     database = fresh_database_url
     served = Served(tmp_path, "--background-jobs", "none", "--database", database)
     try:
-        agent, agent_id = _agent(tmp_path, served, database)
+        agent, agent_id = make_agent(tmp_path, served, database)
         forty_days_ago = (datetime.now(UTC) - timedelta(days=40)).isoformat()
         with httpx.Client(base_url=served.url, headers=agent, params={"agentId": agent_id}) as http:
             note = {"namespace": "owner", "key": "old", "content": "expired", "at": forty_days_ago}

@@ -237,16 +237,39 @@ def _shown_jobs(jobs: Any, settings: Any) -> str:
 
 @click.command()
 @embeddings_option("The embedding model: the same as the portal serve's.")
+@click.option(
+    "--poll-seconds",
+    "poll_seconds",
+    envvar="WEBAGENTS_PORTAL_WORKER_POLL_SECONDS",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    help="How often the worker looks for new notes without being woken. Default: 2 on "
+    "PostgreSQL, where the serving processes' writes wake it at once (the look finds what a "
+    "wake lost while the worker reconnected to the database); 0.2 on SQLite, where nothing "
+    "wakes it.",
+)
 @database_option
 @click.pass_context
-def worker(ctx: click.Context, embeddings: str, database: str | None, profile: str | None) -> None:
+def worker(
+    ctx: click.Context,
+    embeddings: str,
+    poll_seconds: float | None,
+    database: str | None,
+    profile: str | None,
+) -> None:
     """Run the portal's background jobs (embedding notes for semantic search, memory
     retention) in a process of their own, beside `portal serve --background-jobs none`.
     On PostgreSQL several workers share the work; on SQLite one process runs it."""
-    run_portal_command(_worker, ctx, embeddings, database, profile)
+    run_portal_command(_worker, ctx, embeddings, poll_seconds, database, profile)
 
 
-def _worker(ctx: click.Context, embeddings: str, database: str | None, profile: str | None) -> None:
+def _worker(
+    ctx: click.Context,
+    embeddings: str,
+    poll_seconds: float | None,
+    database: str | None,
+    profile: str | None,
+) -> None:
     import signal
 
     from ..portal.admin import open_database
@@ -256,7 +279,7 @@ def _worker(ctx: click.Context, embeddings: str, database: str | None, profile: 
     settings = portal_settings(ctx, database, profile)
     embedder = _embedder(embeddings)
     engine = open_database(settings)
-    jobs = Worker(settings, make_sessions(engine), embedder)
+    jobs = Worker(settings, make_sessions(engine), embedder, idle=poll_seconds)
     click.echo(f"  database: {settings.url.render_as_string(hide_password=True)}")
     click.echo(_shown_embeddings(embeddings, embedder))
     # SIGTERM (a service manager's stop) ends it as Ctrl-C does: the batch in hand is

@@ -4,7 +4,8 @@ and the retention sweeper (memory/retention.py).
 `webagents portal serve` runs them in its own process by default; with `--background-jobs
 none` it leaves them to `webagents portal worker` processes started beside it. On PostgreSQL
 any number of processes run them at once (a worker claims the entries it embeds, sweeps of
-one agent take turns in the database), so embedding throughput grows with workers. On SQLite
+one agent take turns in the database), so embedding throughput grows with workers, and a
+write in any process wakes every process's embedding worker (memory/wakes.py). On SQLite
 one process runs them at a time, the one holding a lock on a file beside the database: a
 second `portal worker` is refused with what to do, and a second `portal serve` (SQLite
 portals may have several) stands by and takes the jobs over when the holder stops.
@@ -27,14 +28,26 @@ from .embeddings import Embedder
 from .memory import changes
 from .memory.embedding_queue import EmbeddingWorker
 from .memory.retention import Sweeper
+from .memory.wakes import Wakes
 from .settings import PortalSettings
 
 log = logging.getLogger("webagents.portal")
 
 WORKER_IDLE_S = 0.2
-"""How often a worker process looks for notes written by the serving processes (it is not
-woken by their writes; the look reads one small row per agent): a note waits this long at
+"""SQLite: how often a worker process looks for notes written by the serving processes (no
+write of theirs wakes it; the look reads one small row per agent): a note waits this long at
 most before its batch starts (bench/searchable_burst.py)."""
+
+WOKEN_WORKER_IDLE_S = 2.0
+"""PostgreSQL: the same look, where the serving processes' writes wake the worker (NOTIFY:
+memory/wakes.py), so that the look is only the fallback for a wake lost (the listener
+reconnecting, or its connection dead unnoticed for up to wakes.PING_AFTER_S); the serving
+process's own worker looks as often (ServingJobs)."""
+
+
+def worker_idle(settings: PortalSettings) -> float:
+    """A `portal worker`'s look for notes, when not told otherwise (--poll-seconds)."""
+    return WORKER_IDLE_S if settings.is_sqlite else WOKEN_WORKER_IDLE_S
 
 
 class JobsLock:
@@ -77,17 +90,34 @@ class Jobs:
     """The jobs in this process: embedding notes (when there is a model) and the sweeper."""
 
     def __init__(
-        self, sessions: sessionmaker[Session], embedder: Embedder | None, *, idle: float
+        self,
+        settings: PortalSettings,
+        sessions: sessionmaker[Session],
+        embedder: Embedder | None,
+        *,
+        idle: float,
     ) -> None:
         self.embedding = EmbeddingWorker(sessions, embedder, idle=idle) if embedder else None
         self.sweeper = Sweeper(sessions)
+        # On PostgreSQL every process's writes wake the embedding worker (this process's
+        # too: a serving process's own writes wake it twice, directly and so, which only
+        # ends a burst's settle a little sooner).
+        self._wakes = (
+            Wakes(settings.database_url, self.embedding.wake)
+            if self.embedding is not None and not settings.is_sqlite
+            else None
+        )
 
     def start(self) -> None:
         if self.embedding is not None:
             self.embedding.start()
+        if self._wakes is not None:
+            self._wakes.start()
         self.sweeper.start()
 
     def stop(self) -> None:
+        if self._wakes is not None:
+            self._wakes.stop()
         if self.embedding is not None:
             self.embedding.stop()
         self.sweeper.stop()
@@ -103,14 +133,17 @@ class Worker:
         sessions: sessionmaker[Session],
         embedder: Embedder | None,
         *,
-        idle: float = WORKER_IDLE_S,
+        idle: float | None = None,
     ) -> None:
+        """`idle`: how often the embedding worker looks for notes unwoken (worker_idle's by
+        default)."""
         self._lock = None
         if JobsLock.needed(settings):
             self._lock = JobsLock.try_take(settings)
             if self._lock is None:
                 raise ConfigError(TAKEN)
-        self.jobs = Jobs(sessions, embedder, idle=idle)
+        chosen = idle if idle is not None else worker_idle(settings)
+        self.jobs = Jobs(settings, sessions, embedder, idle=chosen)
         self._stopped = threading.Event()
         # Retention's removals told to the agents' connections, held by the serving
         # processes (on SQLite there is no bus: the agents' next sync brings them).
@@ -152,10 +185,12 @@ class ServingJobs:
     writes waking the embedding worker (`app.state.embedding_worker`). On SQLite, while
     another process holds the jobs, it stands by and takes them over once that one stops."""
 
-    def __init__(self, settings: PortalSettings, app: Any, *, idle: float = 2.0) -> None:
+    def __init__(
+        self, settings: PortalSettings, app: Any, *, idle: float = WOKEN_WORKER_IDLE_S
+    ) -> None:
         self._settings = settings
         self._app = app
-        self._jobs = Jobs(app.state.sessions, app.state.embedder, idle=idle)
+        self._jobs = Jobs(settings, app.state.sessions, app.state.embedder, idle=idle)
         self._lock: JobsLock | None = None
         self._started = False
         self._stop = threading.Event()

@@ -6,7 +6,8 @@ Each function takes the repository's session (or, for the migrations, a connecti
 either runs the statement in the database's own form or returns the form to run;
 `prepare_sqlite` gives a SQLite engine its connection settings and begin mode,
 `prepare_postgresql` a PostgreSQL engine its test of idle connections, `reading` the options
-of a session that only reads, and `refuse_writes` keeps such a session from writing.
+of a session that only reads, `refuse_writes` keeps such a session from writing, and
+`notify` sends a PostgreSQL notification at the transaction's commit.
 """
 
 from __future__ import annotations
@@ -16,7 +17,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Engine, LargeBinary, cast, event, exc, func, text
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    LargeBinary,
+    cast,
+    event,
+    exc,
+    func,
+    select,
+    text,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
@@ -113,6 +125,16 @@ def is_postgresql(bind: Session | Connection) -> bool:
     """Whether this is PostgreSQL (else SQLite: the portal runs on these two only)."""
     dialect = bind.dialect if isinstance(bind, Connection) else bind.get_bind().dialect
     return dialect.name == "postgresql"
+
+
+def notify(session: Session, channel: str) -> bool:
+    """PostgreSQL: NOTIFY `channel` (an empty payload) in the session's transaction, which
+    the server delivers to its listeners only if the transaction commits, and once however
+    many times the transaction sent it. SQLite: nothing (no other process listens); False."""
+    if not is_postgresql(session):
+        return False
+    session.execute(select(func.pg_notify(channel, "")))
+    return True
 
 
 def octet_length(

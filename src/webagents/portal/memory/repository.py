@@ -50,6 +50,7 @@ from ..scope import (
     require_scope,
     require_system_scope,
 )
+from . import wakes
 from .quotas import Usage
 
 _MADE_HERE = object()
@@ -82,6 +83,11 @@ class MemoryStore:
     def info(self) -> dict[Any, Any]:
         """The transaction's notes for after its commit (changes.py: who is told of it)."""
         return self._session.info
+
+    def made_due(self) -> None:
+        """This transaction wrote a note that needs its vector: the embedding queue's workers
+        in other processes are woken when it commits (wakes.py; PostgreSQL only)."""
+        wakes.tell(self._session)
 
     @property
     def on_postgresql(self) -> bool:

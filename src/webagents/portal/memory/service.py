@@ -180,6 +180,7 @@ def put(
     store.count(added, grown, size)
     store.prune_versions(entry.id, quotas.versions_per_entry)
     tell_after_commit(store.info, store.agent_id, cursor)
+    store.made_due()  # its new text needs a vector
     return entry_out(entry)
 
 
