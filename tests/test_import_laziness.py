@@ -93,3 +93,14 @@ def test_serve_the_agent_server_loads_the_mcp_sdk_only_for_an_mcp_request() -> N
     assert {"mcp", "mcp_types", "webagents.mcp_server", "webagents.server.mcp_sessions"}.isdisjoint(
         loaded
     ), sorted(m for m in loaded if "mcp" in m)
+
+
+def test_portal_the_administrators_commands_load_no_web_framework() -> None:
+    """`webagents portal adduser`, `apikey`, `passwd` and `migrate` (portal/admin.py) open the
+    database without FastAPI, Starlette or the page templates: the request's dependencies
+    are accounts/dependencies.py and db/requests.py, which only the app imports."""
+    loaded = loaded_after("import webagents.portal.admin")
+    assert {"webagents.portal.accounts.auth", "webagents.portal.db.engine"} <= loaded
+    web = ("fastapi", "starlette", "jinja2", "webagents.portal.app")
+    loaded_web = sorted(m for m in loaded if m.startswith(web))
+    assert loaded_web == [], loaded_web

@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session
 
 from webagents.portal.accounts import service
 from webagents.portal.app import create_app
-from webagents.portal.db.engine import make_engine, read_request_session, request_session
+from webagents.portal.db.engine import make_engine
 from webagents.portal.db.migrate import upgrade
+from webagents.portal.db.requests import read_request_session, request_session
 from webagents.portal.scope import AccountScope
 from webagents.portal.settings import PortalSettings
 

@@ -9,7 +9,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from webagents.portal.app import create_app
-from webagents.portal.db.engine import read_request_session, request_session
+from webagents.portal.db.requests import read_request_session, request_session
 from webagents.portal.settings import PortalSettings
 
 URL = "/api/storage/memory-scoped"

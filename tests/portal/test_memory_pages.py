@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from webagents.notes.store import NoteStore
 from webagents.portal.app import create_app
-from webagents.portal.db.engine import read_request_session, request_session
+from webagents.portal.db.requests import read_request_session, request_session
 from webagents.portal.memory import retention, service
 from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.repository import MemoryStore

@@ -17,7 +17,7 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from webagents.portal.admin import open_database
-from webagents.portal.connect.bus import libpq_of
+from webagents.portal.db.dialect import libpq_of
 from webagents.portal.db.engine import make_sessions
 from webagents.portal.memory import service, wakes
 from webagents.portal.memory.repository import MemoryStore

@@ -23,7 +23,7 @@ import jinja2
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from .db.engine import Db
+from .db.requests import Db
 from .errors import Forbidden
 from .static import static_url
 from .tokens import keys as signing

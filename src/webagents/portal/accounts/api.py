@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from ...portal_wire.accounts import MeOut, UserOut
-from ..db.engine import Db
-from .auth import ApiCaller
+from ..db.requests import Db
+from .dependencies import ApiCaller
 from .repository import SignIns
 
 router = APIRouter(prefix="/api")

@@ -1,4 +1,5 @@
-"""Who a request is: the only code that turns a credential into an AccountScope.
+"""Who a credential is: the only code that turns one into an AccountScope or AgentScope
+(dependencies.py hands it a request's cookie or Authorization header).
 
 A browser is its session cookie; an API call is `Authorization: Bearer` with a `rok_...`
 key or an access token the portal signed; the
@@ -11,12 +12,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
 
-from fastapi import Depends, Form, Request
 from sqlalchemy.orm import Session
 
-from ..db.engine import Db, ReadDb
 from ..db.tables import AgentKey, User
 from ..errors import NotFound, Unauthorized
 from ..scope import AccountScope, AgentScope, mint, mint_agent
@@ -24,7 +22,6 @@ from ..settings import PortalSettings
 from ..tokens import agent_keys
 from ..tokens import service as tokens
 from ..tokens.credentials import API_KEY_PREFIX, digest
-from ..web import CSRF_FIELD, SESSION_COOKIE, check_csrf
 from .passwords import verify_password
 from .repository import PreAuth, touch
 
@@ -37,12 +34,6 @@ class SignInRequired(Unauthorized):
 
 # How often a session's or sign-in's "last used" is written, at most (seconds).
 LAST_USED_EVERY = 60.0
-
-
-def address_of(request: Request) -> str:
-    """The client's address, as the server believes it (X-Forwarded-For only from the
-    proxies the operator named): what sign-in limits count, and the sessions page shows."""
-    return request.client.host if request.client else "unknown"
 
 
 def _scope_of(user: User) -> AccountScope:
@@ -189,57 +180,3 @@ def administrator_scope(db: Session, username: str) -> AccountScope:
     if user is None:
         raise NotFound(f"no user {username!r}: add one with webagents portal adduser {username}")
     return _scope_of(user)
-
-
-def optional_browser_account(request: Request, db: Db) -> AccountScope | None:
-    return browser_scope(db, request.cookies.get(SESSION_COOKIE))
-
-
-def browser_account(request: Request, db: Db) -> AccountScope:
-    scope = browser_scope(db, request.cookies.get(SESSION_COOKIE))
-    if scope is None:
-        raise SignInRequired("sign in to see this page")
-    return scope
-
-
-def api_account(request: Request, db: Db) -> AccountScope:
-    settings: PortalSettings = request.app.state.settings
-    issuer = tokens.issuer_of(settings)
-    return bearer_scope(db, settings, request.headers.get("authorization"), issuer=issuer)
-
-
-def api_key_account(request: Request, db: Db) -> AccountScope:
-    return api_key_scope(db, request.headers.get("authorization"))
-
-
-def api_agent(request: Request, db: Db) -> AgentScope:
-    return agent_key_scope(db, request.headers.get("authorization"))
-
-
-MaybeSignedIn = Annotated[AccountScope | None, Depends(optional_browser_account)]
-SignedIn = Annotated[AccountScope, Depends(browser_account)]
-
-
-def signed_in_form(
-    request: Request, user: SignedIn, csrf: Annotated[str, Form(alias=CSRF_FIELD)] = ""
-) -> AccountScope:
-    """A form a signed-in browser sent: its CSRF token checked before the handler looks
-    anything up."""
-    check_csrf(request, csrf)
-    return user
-
-
-SignedInForm = Annotated[AccountScope, Depends(signed_in_form)]
-ApiCaller = Annotated[AccountScope, Depends(api_account)]
-ApiKeyCaller = Annotated[AccountScope, Depends(api_key_account)]
-ApiAgent = Annotated[AgentScope, Depends(api_agent)]
-
-
-def api_agent_reading(request: Request, db: ReadDb) -> AgentScope:
-    """As api_agent, in a read-only transaction, and so without noting the key's use: that
-    write would make a read wait for writers (SQLite), which the read-only transaction is
-    there to avoid. Writes and Portal Connect note it (docs/several-machines.md)."""
-    return agent_key_scope_read_only(db, request.headers.get("authorization"))
-
-
-ApiAgentReading = Annotated[AgentScope, Depends(api_agent_reading)]

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..db.engine import Db
+from ..db.requests import Db
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..web import (
@@ -29,7 +29,7 @@ from ..web import (
     set_session_cookie,
 )
 from . import service, sessions_pages
-from .auth import MaybeSignedIn, SignedIn, address_of
+from .dependencies import MaybeSignedIn, SignedIn, address_of
 from .password_policy import RULE as PASSWORD_RULE
 from .schemas import USERNAME_RULE
 from .sign_up import CLOSED

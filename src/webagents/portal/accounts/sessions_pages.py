@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..db.engine import Db
+from ..db.requests import Db
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..web import (
@@ -26,7 +26,7 @@ from ..web import (
     set_csrf_cookie,
 )
 from . import sessions
-from .auth import SignedIn, SignedInForm, address_of
+from .dependencies import SignedIn, SignedInForm, address_of
 from .password_policy import RULE as PASSWORD_RULE
 
 router = APIRouter(dependencies=[FormSecrets])

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
 from ...portal_wire.accounts import AgentAccess
-from ..accounts.auth import ApiCaller
-from ..db.engine import Db
+from ..accounts.dependencies import ApiCaller
+from ..db.requests import Db
 from ..settings import PortalSettings
 from ..tokens.service import issuer_of
 from . import keys, service

@@ -16,8 +16,8 @@ from urllib.parse import quote
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..accounts.auth import SignedIn
-from ..db.engine import Db
+from ..accounts.dependencies import SignedIn
+from ..db.requests import Db
 from ..db.tables import CONNECTION_STALE
 from ..tokens.agent_keys import USE_PRECISION
 from ..web import CSRF_FIELD, FormSecrets, allow_own_scripts, check_csrf, flash, render

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from ...portal_wire.chats import ChatMessages, Conversations, Recorded
-from ..accounts.auth import ApiCaller
-from ..db.engine import Db
+from ..accounts.dependencies import ApiCaller
+from ..db.requests import Db
 from . import service
 from .schemas import (
     LIST_LIMIT_DEFAULT,

@@ -15,9 +15,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 
-from ..accounts.auth import SignedIn
+from ..accounts.dependencies import SignedIn
 from ..agents.service import get_agent
-from ..db.engine import Db
+from ..db.requests import Db
 from ..web import FormSecrets, allow_own_scripts, render
 from . import service
 from .markdown import to_html

@@ -10,8 +10,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import JSONResponse
 
 from ...portal_wire.accounts import CliToken, Revoked
-from ..accounts.auth import ApiCaller, ApiKeyCaller, address_of
-from ..db.engine import Db
+from ..accounts.dependencies import ApiCaller, ApiKeyCaller, address_of
+from ..db.requests import Db
 from ..settings import PortalSettings
 from ..tokens import service as tokens
 from . import service

@@ -8,8 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from ..accounts.auth import SignedIn, SignedInForm, address_of
-from ..db.engine import Db
+from ..accounts.dependencies import SignedIn, SignedInForm, address_of
+from ..db.requests import Db
 from ..errors import PortalError
 from ..settings import PortalSettings
 from ..tokens import service as tokens

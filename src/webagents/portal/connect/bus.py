@@ -19,7 +19,8 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from sqlalchemy.engine import make_url
+
+from ..db import dialect
 
 log = logging.getLogger("webagents.portal.connect")
 
@@ -34,13 +35,9 @@ def channel_of(process_id: uuid.UUID) -> str:
     return f"webagents_connect_{process_id.hex}"
 
 
-def libpq_of(database_url: str) -> str:
-    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 class Bus:
     def __init__(self, database_url: str, process_id: uuid.UUID, handler: Handler) -> None:
-        self._conninfo = libpq_of(database_url)
+        self._conninfo = dialect.libpq_of(database_url)
         self._channel = channel_of(process_id)
         self._handler = handler
         self._outbox: asyncio.Queue[tuple[uuid.UUID, dict[str, Any]]] = asyncio.Queue()

@@ -22,13 +22,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from ...portal_wire.chats import MAX_CONTENT_CHARS
-from ..accounts.auth import SignedIn
+from ..accounts.dependencies import SignedIn
 from ..agents import service as agents
 from ..agents.schemas import AgentPatch
 from ..chats import service as chats
 from ..chats.markdown import to_html
 from ..chats.schemas import MAX_MESSAGE_CHARS, MessageIn, Part, RecordIn
-from ..db.engine import Db
+from ..db.requests import Db
 from ..errors import PortalError
 from ..scope import AccountScope
 from ..tokens.service import issuer_of

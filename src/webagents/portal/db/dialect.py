@@ -7,7 +7,8 @@ either runs the statement in the database's own form or returns the form to run;
 `prepare_sqlite` gives a SQLite engine its connection settings and begin mode,
 `prepare_postgresql` a PostgreSQL engine its test of idle connections, `reading` the options
 of a session that only reads, `refuse_writes` keeps such a session from writing, and
-`notify` sends a PostgreSQL notification at the transaction's commit.
+`notify` sends a PostgreSQL notification at the transaction's commit (and `libpq_of` gives the
+URL for a connection of psycopg's own that listens).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -117,7 +119,7 @@ def refuse_writes(engine: Engine) -> None:
         ):
             raise PermissionError(
                 f"a session that only reads was asked to write ({statement.split()[0]}): "
-                "use the writing session (engine.Db)"
+                "use the writing session (requests.Db)"
             )
 
 
@@ -125,6 +127,12 @@ def is_postgresql(bind: Session | Connection) -> bool:
     """Whether this is PostgreSQL (else SQLite: the portal runs on these two only)."""
     dialect = bind.dialect if isinstance(bind, Connection) else bind.get_bind().dialect
     return dialect.name == "postgresql"
+
+
+def libpq_of(database_url: str) -> str:
+    """The portal's PostgreSQL URL as psycopg's own connection string (for a connection kept
+    out of the pool: a listener's)."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def notify(session: Session, channel: str) -> bool:

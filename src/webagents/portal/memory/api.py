@@ -18,8 +18,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from ..accounts.auth import ApiAgent, ApiAgentReading
-from ..db.engine import Db, ReadDb
+from ..accounts.dependencies import ApiAgent, ApiAgentReading
+from ..db.requests import Db, ReadDb
 from ..errors import BadInput, Forbidden
 from ..scope import AgentScope
 from . import search as searching

@@ -17,8 +17,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
-from ..accounts.auth import SignedIn
-from ..db.engine import Db
+from ..accounts.dependencies import SignedIn
+from ..db.requests import Db
 from ..errors import NotFound
 from ..web import FormSecrets, flash
 from . import service

@@ -11,9 +11,9 @@ from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE, shown_to_owner
-from ..accounts.auth import SignedInForm
+from ..accounts.dependencies import SignedInForm
 from ..agents.service import get_agent
-from ..db.engine import Db
+from ..db.requests import Db
 from ..db.tables import Agent
 from ..embeddings.local import weights_absent
 from ..scope import AccountScope

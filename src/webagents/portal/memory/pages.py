@@ -21,8 +21,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from ...caller import OWNER_NAMESPACE, SHARED_NAMESPACE
 from ...portal_wire.memory import EntryOut
-from ..accounts.auth import SignedIn
-from ..db.engine import Db
+from ..accounts.dependencies import SignedIn
+from ..db.requests import Db
 from ..errors import BadInput, Conflict, NotFound, PortalError
 from ..scope import AccountScope
 from ..web import CSRF_FIELD, FormSecrets, flash

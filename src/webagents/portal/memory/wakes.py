@@ -25,7 +25,6 @@ import psycopg
 from psycopg import sql
 from sqlalchemy.orm import Session
 
-from ..connect.bus import libpq_of
 from ..db import dialect
 
 log = logging.getLogger("webagents.portal.memory")
@@ -69,7 +68,7 @@ class Wakes:
     again; meanwhile the worker's poll finds the writes."""
 
     def __init__(self, database_url: str, wake: Callable[[], None]) -> None:
-        self._conninfo = libpq_of(database_url)
+        self._conninfo = dialect.libpq_of(database_url)
         self._wake = wake
         self._stop = threading.Event()
         self._first = threading.Event()  # the first LISTEN done, or failed

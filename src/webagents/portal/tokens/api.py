@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from ..db.engine import Db
+from ..db.requests import Db
 from ..settings import PortalSettings
 from . import service
 
