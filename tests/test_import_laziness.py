@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,21 @@ def test_portal_the_administrators_commands_load_no_web_framework() -> None:
     web = ("fastapi", "starlette", "jinja2", "webagents.portal.app")
     loaded_web = sorted(m for m in loaded if m.startswith(web))
     assert loaded_web == [], loaded_web
+
+
+def test_portal_a_migrated_database_opens_without_alembic_or_numpy(tmp_path: Path) -> None:
+    """Every portal command (serve, worker, adduser, apikey...) brings the database to head
+    as it starts: on one already there, that is one read of its revision, not Alembic's
+    import and tree (migrate.HEAD_REVISION); and the administrator's commands read no
+    vectors, so they load no numpy either."""
+    url = f"sqlite:///{tmp_path / 'portal.db'}"
+    open_it = f"""
+        from webagents.portal.admin import open_database
+        from webagents.portal.settings import PortalSettings
+        open_database(PortalSettings(database_url={url!r})).dispose()
+    """
+    first = loaded_after(open_it)  # an empty database: migrated, by Alembic
+    assert "alembic" in first
+    again = loaded_after(open_it)
+    assert "webagents.portal.db.migrate" in again
+    assert sorted(m for m in again if m.startswith(("alembic", "numpy", "mako"))) == []

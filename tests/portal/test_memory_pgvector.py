@@ -259,8 +259,9 @@ def _an_older_index(
 
 
 def _indexes(engine: Engine) -> set[str]:
+    """The indexes of memory_vectors after a start's `upgrade` (at head: pgvector's part)."""
+    upgrade(engine)
     with engine.begin() as connection:
-        assert pgvector.enable(connection)
         return set(
             connection.execute(
                 text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_vectors'")

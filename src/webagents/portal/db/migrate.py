@@ -4,19 +4,21 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, inspect, text
 
 from . import dialect, pgvector
 from .tables import Base
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).with_name("migrations")
+# The newest migration's revision (tests/portal/test_migrations.py holds it to the tree's
+# head): a start on a database at it reads one row and imports no Alembic, whose import was
+# most of what a migrated database's `upgrade` cost each start of a portal command.
+HEAD_REVISION = "0014"
 # Any fixed number: portal processes starting together on one PostgreSQL take turns.
 _MIGRATION_LOCK = 0x77E6A9E5
 
@@ -42,6 +44,8 @@ def include_name(name: str | None, type_: str, _parents: Any) -> bool:
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
@@ -60,48 +64,75 @@ def _sqlite_foreign_keys(connection: Connection, on: bool) -> None:
 
 
 def upgrade(engine: Engine) -> None:
-    """Bring the database to the newest schema; a no-op when it is there already."""
+    """Bring the database to the newest schema; on PostgreSQL, pgvector's part too (an
+    extension installed since 0014 ran, an index built with other parameters: see
+    pgvector.enable), at every start. Nothing else is done on a database at head."""
     with engine.connect() as connection:
         postgres = dialect.is_postgresql(connection)
-        sqlite = not postgres
         if postgres:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _MIGRATION_LOCK})
             connection.commit()
-        if sqlite:
-            _sqlite_foreign_keys(connection, on=False)
         try:
-            command.upgrade(alembic_config(connection), "head")
-            connection.commit()
-            if postgres and not pgvector.in_use(connection):
-                pgvector.enable(connection)  # the extension installed since 0014 ran
-                connection.commit()
-            if sqlite:
-                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
-                connection.commit()
-                if broken:
-                    raise RuntimeError(f"the migrations left rows without their parent: {broken}")
-        finally:
-            if sqlite:
-                connection.rollback()
-                _sqlite_foreign_keys(connection, on=True)
+            at = _revision(connection)
+            connection.rollback()  # SQLite's PRAGMA below is a no-op inside a transaction
+            if at != HEAD_REVISION:
+                _migrate(connection, sqlite=not postgres)
             if postgres:
+                pgvector.enable(connection)
+                connection.commit()
+        finally:
+            if postgres:
+                connection.rollback()
                 connection.execute(
                     text("SELECT pg_advisory_unlock(:key)"), {"key": _MIGRATION_LOCK}
                 )
                 connection.commit()
 
 
+def _revision(connection: Connection) -> str | None:
+    """The revision the database is at, as Alembic keeps it (None: no migration ran)."""
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _migrate(connection: Connection, *, sqlite: bool) -> None:
+    """Alembic's upgrade to head, with SQLite's foreign keys off while it runs."""
+    from alembic import command
+
+    if sqlite:
+        _sqlite_foreign_keys(connection, on=False)
+    try:
+        command.upgrade(alembic_config(connection), "head")
+        connection.commit()
+        if sqlite:
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+            connection.commit()
+            if broken:
+                raise RuntimeError(f"the migrations left rows without their parent: {broken}")
+    finally:
+        if sqlite:
+            connection.rollback()
+            _sqlite_foreign_keys(connection, on=True)
+
+
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        return _revision(connection)
 
 
 def head_revision() -> str | None:
+    """The head of the migrations' tree, as Alembic reads it (HEAD_REVISION's test)."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def schema_differences(engine: Engine) -> list[Any]:
     """What the models have that the database lacks, or the reverse; empty when they agree."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
     with engine.connect() as connection:
         context = MigrationContext.configure(
             connection,

@@ -21,10 +21,8 @@ import threading
 import uuid
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 from sqlalchemy import Connection, Engine, Result, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
@@ -32,6 +30,10 @@ from sqlalchemy.orm import Session
 from sqlalchemy.types import UserDefinedType
 
 from . import dialect
+
+if TYPE_CHECKING:  # numpy is imported where vectors are read (a command that reads none: no numpy)
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger("webagents.portal")
 
@@ -146,7 +148,8 @@ def enable(connection: Connection) -> bool:
             str(exc.orig).strip(),
         )
         return False
-    _execute(connection, f"ALTER TABLE memory_vectors ADD COLUMN IF NOT EXISTS {COLUMN} vector")
+    if not in_use(connection):  # ALTER TABLE locks the table even when there is nothing to do
+        _execute(connection, f"ALTER TABLE memory_vectors ADD COLUMN IF NOT EXISTS {COLUMN} vector")
     while True:
         rows = _execute(
             connection,
@@ -155,6 +158,8 @@ def enable(connection: Connection) -> bool:
         ).all()
         if not rows:
             break
+        import numpy as np
+
         _store(
             connection,
             [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32)) for row in rows],
