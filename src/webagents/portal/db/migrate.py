@@ -74,7 +74,7 @@ def upgrade(engine: Engine) -> None:
             connection.commit()
         try:
             at = _revision(connection)
-            connection.rollback()  # SQLite's PRAGMA below is a no-op inside a transaction
+            connection.rollback()  # _migrate's PRAGMA is a no-op inside a transaction
             if at != HEAD_REVISION:
                 _migrate(connection, sqlite=not postgres)
             if postgres:

@@ -158,12 +158,7 @@ def enable(connection: Connection) -> bool:
         ).all()
         if not rows:
             break
-        import numpy as np
-
-        _store(
-            connection,
-            [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32)) for row in rows],
-        )
+        _store(connection, _from_bytes(rows))
     models = _execute(
         connection,
         f"SELECT model, vector_dims({COLUMN}), count(*) FROM memory_vectors GROUP BY 1, 2",
@@ -188,6 +183,15 @@ def enable(connection: Connection) -> bool:
     with _lock:
         _in_use[connection.engine] = True
     return True
+
+
+def _from_bytes(
+    rows: Sequence[Any],
+) -> list[tuple[uuid.UUID, npt.NDArray[np.float32]]]:
+    """(entry id, vector) of memory_vectors' rows of (entry_id, vector bytes)."""
+    import numpy as np
+
+    return [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32)) for row in rows]
 
 
 def _older(version: str, least: tuple[int, ...]) -> bool:
