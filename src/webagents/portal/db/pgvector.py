@@ -189,9 +189,9 @@ def _from_bytes(
     rows: Sequence[Any],
 ) -> list[tuple[uuid.UUID, npt.NDArray[np.float32]]]:
     """(entry id, vector) of memory_vectors' rows of (entry_id, vector bytes)."""
-    import numpy as np
+    from .vector_bytes import decode  # numpy: only where vectors are read
 
-    return [(row[0], np.frombuffer(bytes(row[1]), dtype=np.float32)) for row in rows]
+    return [(row[0], decode(row[1])) for row in rows]
 
 
 def _older(version: str, least: tuple[int, ...]) -> bool:

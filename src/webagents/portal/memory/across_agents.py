@@ -15,11 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import numpy as np
 from sqlalchemy import or_, select, text, update
 from sqlalchemy.orm import Session
 
-from ..db import dialect, pgvector
+from ..db import dialect, pgvector, vector_bytes
 from ..db.tables import MemoryEntry, MemoryFeed, MemoryRetention, MemoryVector, utcnow
 from ..scope import SystemScope, require_system_scope
 
@@ -192,7 +191,7 @@ class AcrossAgents:
                 "agent_id": item.agent_id,
                 "model": model,
                 "entry_cursor": item.cursor,
-                "vector": _bytes(vector),
+                "vector": vector_bytes.encode(vector),
                 "embedded_at": now,
             }
             for item, vector in rows
@@ -215,7 +214,7 @@ class AcrossAgents:
             "ids": [item.entry_id for item, _ in rows],
             "agents": [item.agent_id for item, _ in rows],
             "cursors": [item.cursor for item, _ in rows],
-            "vectors": [_bytes(vector) for _, vector in rows],
+            "vectors": [vector_bytes.encode(vector) for _, vector in rows],
         }
         # Each row's own values from arrays (unnest), the same model and moment for all.
         arrays = ["uuid[]", "uuid[]", "bigint[]", "bytea[]"]
@@ -240,7 +239,3 @@ class AcrossAgents:
             ),
             params,
         )
-
-
-def _bytes(vector: Sequence[float]) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Uuid, bindparam, text
 
+from ..db import vector_bytes
 from . import vector_index
 from .repository import MemoryStore
 
@@ -237,7 +238,7 @@ def _vector_of(agent: _Agent, row: tuple) -> Vector | None:  # type: ignore[type
     _, _, cursor, live, made_at, blob = row
     if not live or blob is None or made_at != cursor or len(blob) != agent.dimensions * 4:
         return None
-    return np.frombuffer(bytes(blob), dtype=np.float32)
+    return vector_bytes.decode(blob)
 
 
 def _uuid(value: object) -> uuid.UUID:
