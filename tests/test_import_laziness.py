@@ -49,6 +49,23 @@ def test_package_the_cli_and_the_portal_load_no_agent_runtime() -> None:
     ), sorted(m for m in loaded if m.startswith(("webagents.agent", "webagents.skills", "mcp")))
 
 
+def test_package_portal_serve_loads_no_agent_serving() -> None:
+    """`webagents portal serve` shares the servers' plumbing (cli/serving.py) with `serve`,
+    not serve.py: none of the agent's model client, Portal Connect's agent side or httpx
+    (which loads its own command line, rich and pygments, when rich is installed)."""
+    loaded = loaded_after(
+        "import webagents.cli.portal_serve, webagents.cli.serving, webagents.portal.app"
+    )
+    agent_serving = {
+        "webagents.cli.serve",
+        "webagents.chat_completions",
+        "webagents.portal_link.connect",
+        "webagents.offline",
+        "httpx",
+    }
+    assert agent_serving.isdisjoint(loaded), sorted(agent_serving & loaded)
+
+
 def test_package_from_webagents_import_loads_what_is_named() -> None:
     loaded = loaded_after("from webagents import Agent, load_agent, tool")
     assert {"webagents.agent", "webagents.agent_file", "webagents.skills.base"} <= loaded

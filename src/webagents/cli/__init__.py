@@ -166,10 +166,13 @@ def _server_options(fn: Any) -> Any:
 
 
 def _serve(ctx: click.Context, daemon: bool, path: Path, options: dict[str, Any]) -> None:
-    from .serve import agent_host, folders_host, serve_hosted
+    from .startup import paused_collector
 
-    options["profile"] = current_profile(ctx, options.get("profile"))
-    run_or_exit(serve_hosted, folders_host if daemon else agent_host, path, **options)
+    with paused_collector():  # until serve_guarded: see startup.py
+        from .serve import agent_host, folders_host, serve_hosted
+
+        options["profile"] = current_profile(ctx, options.get("profile"))
+        run_or_exit(serve_hosted, folders_host if daemon else agent_host, path, **options)
 
 
 @main.command()

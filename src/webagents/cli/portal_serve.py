@@ -17,6 +17,7 @@ from .portal_common import (
     portal_settings,
     run_portal_command,
 )
+from .startup import paused_collector, serving
 
 _SIGN_UP_SHOWN = {
     "open": "open (anyone who reaches the portal; --sign-up invite or closed to limit it)",
@@ -100,7 +101,8 @@ _SIGN_UP_SHOWN = {
 @click.pass_context
 def serve(ctx: click.Context, /, **options: Any) -> None:
     """Serve the portal; its database is migrated first."""
-    run_portal_command(_serve, ctx, options)
+    with paused_collector():  # until serve_guarded: see startup.py
+        run_portal_command(_serve, ctx, options)
 
 
 def _embedder(choice: str) -> Any:
@@ -156,7 +158,7 @@ def _serve(ctx: click.Context, options: dict[str, Any]) -> None:
     from ..portal.connect.protocol import MAX_MESSAGE_BYTES
     from ..portal.settings import check_public_url, check_sign_up
     from ..server.connection_limits import ConnectionLimits
-    from .serve import bind, connection_guard, serve_guarded
+    from .serving import bind, connection_guard, serve_guarded
 
     host, port, embeddings = options["host"], options["port"], options["embeddings"]
     settings = replace(
@@ -260,7 +262,8 @@ def worker(
     """Run the portal's background jobs (embedding notes for semantic search, memory
     retention) in a process of their own, beside `portal serve --background-jobs none`.
     On PostgreSQL several workers share the work; on SQLite one process runs it."""
-    run_portal_command(_worker, ctx, embeddings, poll_seconds, database, profile)
+    with paused_collector():  # until its jobs start: see startup.py
+        run_portal_command(_worker, ctx, embeddings, poll_seconds, database, profile)
 
 
 def _worker(
@@ -285,6 +288,7 @@ def _worker(
     # SIGTERM (a service manager's stop) ends it as Ctrl-C does: the batch in hand is
     # finished or left due, never half stored.
     signal.signal(signal.SIGTERM, lambda *_: jobs.stop())
+    serving()
     jobs.start()
     click.echo("webagents portal worker: running (Ctrl-C stops)")
     try:
