@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,16 @@ def _getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
     if host is not None and not _is_local(host):
         raise socket.gaierror(f"tests may not reach the network (resolving {host!r})")
     return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def _callers_closed() -> Iterator[None]:
+    """The openai clients a test made with tests/openai_callers.caller are closed at its
+    end (looked up in sys.modules: a worker whose tests made none never imports openai)."""
+    yield
+    callers = sys.modules.get("tests.openai_callers")
+    if callers is not None:
+        callers.close_callers()
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import openai
-
+from tests.openai_callers import caller
 from webagents.model import ModelRequest
 from webagents.testing import Reply, call, call_unoffered
 
@@ -38,7 +37,7 @@ def say(
     session: str | None = None,
     history: list[dict[str, str]] | None = None,
 ) -> str:
-    client = openai.OpenAI(api_key=key, base_url=f"{process.url}/v1", max_retries=0)
+    client = caller(f"{process.url}/v1", key, max_retries=0)
     messages = [*(history or []), {"role": "user", "content": text}]
     reply = client.chat.completions.create(
         model="keeper",

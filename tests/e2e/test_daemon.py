@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from tests.openai_callers import caller
 from webagents.testing import FunctionModel, ScriptedServer
 
 from .conftest import child_env
@@ -37,9 +38,9 @@ def models(process: Process) -> dict[str, str]:
 
 def ask(process: Process, agent: str) -> str:
     """The agent's answer, which the model makes its system prompt: its instructions."""
-    reply = openai.OpenAI(
-        api_key="anonymous", base_url=f"{process.url}/v1"
-    ).chat.completions.create(model=agent, messages=[{"role": "user", "content": "who are you?"}])
+    reply = caller(f"{process.url}/v1", "anonymous").chat.completions.create(
+        model=agent, messages=[{"role": "user", "content": "who are you?"}]
+    )
     return reply.choices[0].message.content or ""
 
 

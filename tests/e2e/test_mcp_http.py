@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 import httpx2
 import mcp_types as types
-import openai
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.openai_callers import caller
 from webagents._loop import call_tool
 from webagents.agent_file import load_agent
 from webagents.caller import Caller
@@ -285,7 +285,7 @@ async def test_mcp_http_lists_and_reads_only_the_callers_kept_conversations(
 ) -> None:
     process, _ = served
     for key, session_id in ((KEYS["ALICE_KEY"], "alice-1"), (KEYS["BOB_KEY"], "bob-1")):
-        client = openai.OpenAI(api_key=key, base_url=f"{process.url}/v1", max_retries=0)
+        client = caller(f"{process.url}/v1", key, max_retries=0)
         client.chat.completions.create(
             model="keeper",
             messages=[{"role": "user", "content": f"hello from {session_id}"}],

@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from tests.openai_callers import caller
 from webagents.model import ModelRequest
 from webagents.sessions.store import caller_hash
 from webagents.testing import FunctionModel, Reply, ScriptedServer
@@ -55,7 +56,7 @@ Keep each caller's conversations.
 
 
 def _client(process: Process, key: str | None, base: str = "/v1") -> openai.OpenAI:
-    return openai.OpenAI(api_key=key or "anonymous", base_url=f"{process.url}{base}", max_retries=0)
+    return caller(f"{process.url}{base}", key or "anonymous", max_retries=0)
 
 
 PROMPT = "[Keep each caller's conversations.]"

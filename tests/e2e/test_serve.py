@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from tests.openai_callers import caller
 from webagents.model import ModelRequest
 from webagents.testing import AppServer, FunctionModel, Reply, ScriptedServer, call
 
@@ -148,9 +149,7 @@ Report the caller.
 
 
 def client(process: Process, key: str, **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        api_key=key, base_url=f"{process.url}/v1", default_headers=headers, max_retries=0
-    )
+    return caller(f"{process.url}/v1", key, default_headers=headers, max_retries=0)
 
 
 def caller_seen(
@@ -348,8 +347,8 @@ def test_streaming_with_a_session_id_reaches_the_skills(served: tuple[Process, P
 
 def test_the_agent_route_serves_the_same_agent(served: tuple[Process, Path]) -> None:
     process, _ = served
-    answer = openai.OpenAI(
-        api_key=KEYS["ALICE_KEY"], base_url=f"{process.url}/agents/helper", max_retries=0
+    answer = caller(
+        f"{process.url}/agents/helper", KEYS["ALICE_KEY"], max_retries=0
     ).chat.completions.create(model="anything", messages=[{"role": "user", "content": "who?"}])
     assert (
         json.loads((answer.choices[0].message.content or "").removeprefix("caller: "))["identity"]
@@ -526,7 +525,7 @@ def test_serve_health_and_models_answer_and_unknown_routes_are_404_or_405(
 ) -> None:
     process, _ = served
     assert httpx.get(f"{process.url}/health").json() == {"status": "ok", "agents": 1}
-    listed = openai.OpenAI(api_key="anonymous", base_url=f"{process.url}/v1").models.list()
+    listed = caller(f"{process.url}/v1", "anonymous").models.list()
     assert [(m.id, m.owned_by) for m in listed.data] == [("helper", "webagents")]
     missing = httpx.get(f"{process.url}/v2/nothing")
     assert _error(missing) == (

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from tests.openai_callers import caller
 from webagents.model import ModelRequest
 from webagents.sessions import read_session
 from webagents.sessions.store import agent_folder_name, caller_hash
@@ -62,9 +63,7 @@ class Served:
         session: str | None = None,
         history: list[dict[str, str]] | None = None,
     ) -> str:
-        client = openai.OpenAI(
-            api_key=key or "anonymous", base_url=f"{self.process.url}/v1", max_retries=0
-        )
+        client = caller(f"{self.process.url}/v1", key or "anonymous", max_retries=0)
         reply = client.chat.completions.create(
             model="keeper",
             messages=[*(history or []), {"role": "user", "content": text}],  # type: ignore[list-item]
@@ -195,7 +194,7 @@ def test_s7_a_damaged_session_file_is_409_and_left_as_it_is(served: Served) -> N
     served.say(KEYS["ALICE_KEY"], "hi", "plan")
     path = served.root / ALICE_FOLDER / "plan.json"
     path.write_bytes(b'{"format": 1, "id": "pl\xff')
-    client = openai.OpenAI(api_key=KEYS["ALICE_KEY"], base_url=f"{served.process.url}/v1")
+    client = caller(f"{served.process.url}/v1", KEYS["ALICE_KEY"])
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(
             model="keeper",

@@ -128,15 +128,12 @@ def migrated_template(
     return url
 
 
-@pytest.fixture
-def fresh_database_url(
-    database_kind: str, migrated_template: str, tmp_path: Path, request: pytest.FixtureRequest
+def copy_of_template(
+    database_kind: str, migrated_template: str, folder: Path, request: pytest.FixtureRequest
 ) -> str:
-    """A new database of this kind at the newest schema, with nothing in it, for real
-    processes (they commit for real): a copy of `migrated_template` (SQLite: of its file;
-    PostgreSQL: CREATE DATABASE ... TEMPLATE)."""
-    folder = tmp_path / "db"
-    folder.mkdir()
+    """A new database of this kind at the newest schema, with nothing in it: a copy of
+    `migrated_template` (SQLite: of its file, in `folder`; PostgreSQL: CREATE DATABASE ...
+    TEMPLATE)."""
     if database_kind == "sqlite":
         copy = folder / "portal.db"
         shutil.copyfile(make_url(migrated_template).database or "", copy)
@@ -144,6 +141,17 @@ def fresh_database_url(
     fixture = "pgvector_server" if database_kind == PGVECTOR else "postgres_server"
     server: PostgresServer = request.getfixturevalue(fixture)
     return server.new_database(template=migrated_template)
+
+
+@pytest.fixture
+def fresh_database_url(
+    database_kind: str, migrated_template: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> str:
+    """A new database of this kind at the newest schema, with nothing in it, for real
+    processes (they commit for real)."""
+    folder = tmp_path / "db"
+    folder.mkdir()
+    return copy_of_template(database_kind, migrated_template, folder, request)
 
 
 @pytest.fixture

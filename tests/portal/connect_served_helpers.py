@@ -11,6 +11,7 @@ import openai
 
 from tests.conftest import write_agent
 from tests.e2e.serving import Process
+from tests.openai_callers import caller
 
 from .account_helpers import new_user_key
 from .processes import Served
@@ -53,6 +54,4 @@ def _allow_others(served: Served, alice: str, folder: Path) -> None:
 
 
 def _client(served: Served, key: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{served.url}/agents/helper", api_key=key, max_retries=0, timeout=60
-    )
+    return caller(f"{served.url}/agents/helper", key, max_retries=0, timeout=60)

@@ -19,16 +19,43 @@ import pytest
 import websockets
 from websockets.exceptions import InvalidStatus
 
+from tests.openai_callers import caller
+
+from .conftest import copy_of_template
 from .connect_agent import WAIT, ConnectAgent, answer_text, connected
-from .connect_world import HI, World, make_world
+from .connect_world import HI, World, make_accounts, make_agents, make_world, remove_agents
 from .processes import Served
 
 pytestmark = pytest.mark.e2e  # runs the installed webagents command
 
 
+@pytest.fixture(scope="module")
+def portal(
+    database_kind: str,
+    migrated_template: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[Served, str, dict[str, str]]]:
+    """One portal for the file's tests that do not restart it (a start costs a process's
+    import of the whole portal): its database, and alice's, bob's and carol's keys."""
+    folder = tmp_path_factory.mktemp(f"connect-{database_kind}")
+    database = copy_of_template(database_kind, migrated_template, folder, request)
+    keys = make_accounts(database)
+    served = Served(folder, "--database", database, "--access-log")
+    try:
+        yield served, database, keys
+    finally:
+        served.stop()
+
+
 @pytest.fixture
-def world(served: Served, fresh_database_url: str) -> World:
-    return make_world(served.url, fresh_database_url)
+def world(portal: tuple[Served, str, dict[str, str]]) -> Iterator[World]:
+    """The test's agents, "helper" (alice's) and "other" (bob's), made anew on the shared
+    portal and deleted at the end."""
+    served, database, keys = portal
+    made = make_agents(served.url, database, keys)
+    yield made
+    remove_agents(made)
 
 
 @pytest.fixture
@@ -37,23 +64,8 @@ def agent(world: World) -> Iterator[ConnectAgent]:
         yield echoing
 
 
-_CLIENTS: list[openai.OpenAI] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    """The openai clients of a test are closed at its end (no socket left to the GC)."""
-    yield
-    while _CLIENTS:
-        _CLIENTS.pop().close()
-
-
 def _openai(world: World, username: str, name: str = "helper", url: str = "") -> openai.OpenAI:
-    client = openai.OpenAI(
-        base_url=f"{url or world.url}/agents/{name}", api_key=world.keys[username], max_retries=0
-    )
-    _CLIENTS.append(client)
-    return client
+    return caller(f"{url or world.url}/agents/{name}", world.keys[username], max_retries=0)
 
 
 def _claims(world: World, token: str, agent_id: str) -> dict[str, Any]:
@@ -329,13 +341,12 @@ def test_p12_portal_restarted_agent_reconnects(tmp_path: Path, fresh_database_ur
 
 
 def test_p12_two_portal_processes_on_postgresql(
-    tmp_path: Path, database_kind: str, fresh_database_url: str, served: Served
+    tmp_path: Path, database_kind: str, world: World
 ) -> None:
     if database_kind != "postgresql":
         pytest.skip("several portal processes need PostgreSQL (SQLite: one process)")
-    world = make_world(served.url, fresh_database_url)
     holder = ConnectAgent(world.url, world.agent_key)
-    other = Served(tmp_path, "--database", fresh_database_url)
+    other = Served(tmp_path, "--database", world.database)
     try:
         holder.wait_for("hellos")
         elsewhere = f"{other.url}/agents/helper/chat/completions"
@@ -359,12 +370,11 @@ def test_p12_two_portal_processes_on_postgresql(
 
 
 def test_p12_two_processes_agent_dropped_and_cancelled(
-    tmp_path: Path, database_kind: str, fresh_database_url: str, served: Served
+    tmp_path: Path, database_kind: str, world: World
 ) -> None:
     if database_kind != "postgresql":
         pytest.skip("several portal processes need PostgreSQL (SQLite: one process)")
-    world = make_world(served.url, fresh_database_url)
-    other = Served(tmp_path, "--database", fresh_database_url)
+    other = Served(tmp_path, "--database", world.database)
     elsewhere = f"{other.url}/agents/helper/chat/completions"
     try:
         hanging = ConnectAgent(world.url, world.agent_key, mode="hang")

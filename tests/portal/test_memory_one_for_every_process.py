@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import openai
 import pytest
 from sqlalchemy import func, select
 
 from tests.conftest import write_agent
 from tests.e2e.conftest import child_env
 from tests.e2e.serving import Process
+from tests.openai_callers import caller as openai_caller
 from webagents.portal.db.engine import make_engine
 from webagents.portal.db.tables import AgentConnection
 from webagents.portal.settings import PortalSettings
@@ -86,9 +86,7 @@ def test_p12_two_serve_processes_of_one_agent_share_one_memory_and_one_survives_
     assert linked.returncode == 0, linked.stderr
 
     machines = [Machine(tmp_path, "home", a), Machine(tmp_path, "homeb", b)]
-    caller = openai.OpenAI(
-        base_url=f"{served.url}/agents/helper", api_key=alice, max_retries=0, timeout=60
-    )
+    caller = openai_caller(f"{served.url}/agents/helper", alice, max_retries=0, timeout=60)
     turn = iter(range(1000))
 
     def say(text: str) -> tuple[str, int]:
