@@ -431,6 +431,45 @@ def test_serve_a_response_sent_before_its_body_was_read_ends_the_connection(
     assert set(_server_lines(output)) <= {evicting}  # closed for room, or already gone
 
 
+def _one_response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One response read from `sock`: its status line and its body (by Content-Length)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = sock.recv(4096)
+        assert chunk, f"the server closed the connection: {received!r}"
+        received += chunk
+    head, body = received.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        assert chunk, f"the server closed the connection: {received + body!r}"
+        body += chunk
+    return head.split(b"\r\n")[0], body
+
+
+def test_serve_a_body_that_ends_after_its_early_response_leaves_the_connection_reusable(
+    tmp_path: Path,
+) -> None:
+    """A request answered before its body was read (a 404 answered from the head, the body
+    still in flight: httpx sends them in two writes) keeps its keep-alive connection when the
+    body then ends: the client's next request on it is answered, not dropped. (It had been
+    half-closed at the response, without `Connection: close`: the client sent its next
+    request into a closing connection, "Server disconnected without sending a response",
+    now and then in test_mcp_http's daemon test.)"""
+    args = ["serve", str(_agent(tmp_path)), "--offline"]
+    with running(args, child_env(tmp_path)) as process, _connect(process) as sock:
+        sock.settimeout(15)
+        body = b'{"jsonrpc": "2.0"}'
+        head = f"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+        sock.sendall(head.encode())
+        status, _ = _one_response(sock)  # answered from the head alone
+        assert status == b"HTTP/1.1 404 Not Found"
+        sock.sendall(body)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        status, answer = _one_response(sock)
+        assert (status, json.loads(answer)) == (b"HTTP/1.1 200 OK", {"status": "ok", "agents": 1})
+
+
 def _streamed_text(process: Process) -> tuple[int, str, str]:
     """A streamed answer: its status, its text, and its last event."""
     with httpx.stream(

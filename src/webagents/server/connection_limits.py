@@ -12,8 +12,10 @@ cannot open its own files nor connect to its model. Here:
   the connection closed. The body deadline ends when the body is in: a long answer is never
   cut off by it;
 - a response sent before its request's body was read to the end (a 404, `/health` with a
-  body) ends the connection: the rest of the body is read and dropped for a moment so that
-  the client gets the response, but it counts as idle, and it cannot be reused;
+  body, a body still in flight when the app answered) leaves the connection reading the rest
+  of that body, dropped, for a moment: a body that ends within it (the common case, a small
+  body sent just after its head) leaves the connection carrying the client's next request as
+  any other; one that does not ends the connection. Meanwhile it counts as idle;
 - at most `max_connections` are open, fewer where the file limit (`ulimit -n`) needs it: a
   reserve of descriptors is kept for the agent's own files, and half the rest for the
   connection to the model that each busy request holds while it waits for an answer. A new
@@ -53,9 +55,11 @@ log = logging.getLogger("webagents.server")
 # Descriptors kept out of the cap for the agent's own files (notes, index, sessions, logs).
 MIN_RESERVED_FILES = 32
 # How long a connection whose response is sent goes on reading (and dropping) the rest of its
-# request's body before it closes. Closing a socket with unread bytes makes the kernel send a
-# reset, which can destroy the response before the client reads it; a short grace avoids that
-# without letting a trickling client hold the connection.
+# request's body: if the body ends within it, the connection carries the next request; if not,
+# it is half-closed and dropped for as long again before it closes. Closing a socket with
+# unread bytes makes the kernel send a reset, which can destroy the response before the
+# client reads it; a short grace avoids that without letting a trickling client hold the
+# connection.
 LINGER_SECONDS = 2.0
 # Refused connections lingering (see LINGER_SECONDS) at once, at most: each holds a descriptor
 # out of those the cap left beside the connections and their requests' model connections, of
@@ -299,6 +303,7 @@ class _GuardedH11(H11Protocol):
     _guard: ClassVar[ConnectionGuard]
     _head_timer: asyncio.TimerHandle | None = None
     _body_timer: asyncio.TimerHandle | None = None
+    _drain_timer: asyncio.TimerHandle | None = None
     _linger_timer: asyncio.TimerHandle | None = None
     _upgraded = False
 
@@ -316,6 +321,8 @@ class _GuardedH11(H11Protocol):
         # Here, not in data_received: after a response uvicorn reads pipelined requests too.
         super().handle_events()
         state = self.conn.their_state
+        if self._drain_timer is not None and not self._draining():
+            self._drained()
         if state is h11.IDLE or self._upgraded:
             return  # an upgraded connection is the WebSocket protocol's: no timer of ours
         if self._head_timer is not None:
@@ -336,8 +343,9 @@ class _GuardedH11(H11Protocol):
             return
         if body_unread:
             # The connection cannot carry another request until that body ends, which the
-            # client decides: end the connection instead.
-            self._linger()
+            # client decides: a moment for it to end (uvicorn drops what comes, then starts
+            # the next cycle), else the connection ends.
+            self._drain()
         elif self.conn.their_state is h11.IDLE:
             self._await_head()
 
@@ -391,6 +399,35 @@ class _GuardedH11(H11Protocol):
         self.transport.write(self._guard.late_body)
         self._linger()
 
+    def _drain(self) -> None:
+        """Read and drop the rest of the body of a request already answered, for a moment
+        (LINGER_SECONDS); counted as idle meanwhile. The body's end (`handle_events`) keeps
+        the connection; no end in time ends it (`_linger`)."""
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+        self._drain_timer = self.loop.call_later(LINGER_SECONDS, self._not_drained)
+        self.flow.resume_reading()
+        self._guard.became_idle(self)
+
+    def _draining(self) -> bool:
+        """The response is sent and its request's body still coming."""
+        return self.conn.our_state is h11.DONE and self.conn.their_state is h11.SEND_BODY
+
+    def _drained(self) -> None:
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
+        if self.conn.their_state is h11.IDLE:
+            self._await_head()  # waits for the next request's head, as after any response
+        else:
+            self._guard.became_busy(self)  # the next request, pipelined, is in already
+
+    def _not_drained(self) -> None:
+        self._drain_timer = None
+        if not self.transport.is_closing() and self._draining():
+            self._linger()
+
     def _linger(self) -> None:
         """End a connection whose response is sent while its request's body is still coming:
         say so (FIN after the response), drop what still comes for a moment, then close. It
@@ -405,10 +442,10 @@ class _GuardedH11(H11Protocol):
         self._guard.became_idle(self)
 
     def _cancel_timers(self) -> None:
-        for timer in (self._head_timer, self._body_timer, self._linger_timer):
+        for timer in (self._head_timer, self._body_timer, self._drain_timer, self._linger_timer):
             if timer is not None:
                 timer.cancel()
-        self._head_timer = self._body_timer = self._linger_timer = None
+        self._head_timer = self._body_timer = self._drain_timer = self._linger_timer = None
 
     def lingering(self) -> bool:
         """Whether its response is sent and it only waits to close (see `_linger`)."""
