@@ -138,7 +138,21 @@ def worker_process(url: str, home: Path) -> Iterator[None]:
         child.wait(60)
 
 
-def measure(url: str, setup: str, bursts: list[int], rounds: int, work: Path) -> list[str]:
+def batches(started: float, answered: dict[str, float], watcher: Watcher) -> str:
+    """Where a round's time went (--detail): the puts' span, and each batch of vectors as it
+    was seen committed (the notes one read of the watcher saw first), in ms from the first
+    put sent, with its size."""
+    commits: dict[float, int] = {}
+    for key in answered:
+        commits[watcher.seen[key]] = commits.get(watcher.seen[key], 0) + 1
+    shown = ", ".join(f"{(at - started) * 1000:.0f}:{n}" for at, n in sorted(commits.items()))
+    span = (max(answered.values()) - started) * 1000
+    return f"puts answered by {span:.0f} ms; batches (ms:notes) {shown}"
+
+
+def measure(
+    url: str, setup: str, bursts: list[int], rounds: int, work: Path, detail: bool = False
+) -> list[str]:
     engine = open_database(PortalSettings(database_url=url))
     key, agent_id = make_agent(engine)
     more = ("--background-jobs", "none") if setup == "portal worker" else ()
@@ -162,9 +176,13 @@ def measure(url: str, setup: str, bursts: list[int], rounds: int, work: Path) ->
             for r in range(rounds):
                 made = [(f"b{size}-{r}-{n}", sentence(serial + n)) for n in range(size)]
                 serial += size
+                started = time.perf_counter()
                 answered = {name: put(http, name, content) for name, content in made}
                 watcher.wait_for(list(answered))
                 delays += [(watcher.seen[k] - at) * 1000 for k, at in answered.items()]
+                if detail:
+                    shown = batches(started, answered, watcher)
+                    print(f"  {setup}, {size} notes, round {r + 1}: {shown}")
                 for name, content in (made[0], made[-1]):
                     assert found_by_meaning(http, name, content), f"{name} not found by meaning"
                     checked += 1
@@ -184,6 +202,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--database", choices=["postgresql", "sqlite"], default="postgresql")
     parser.add_argument("--setups", nargs="+", default=["in-process", "portal worker"])
+    parser.add_argument(
+        "--detail", action="store_true", help="each round's puts and batches, as they were seen"
+    )
     args = parser.parse_args()
     print(f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"load average before: {os.getloadavg()[0]:.2f}", flush=True)
@@ -198,7 +219,7 @@ def main() -> None:
                 if server is not None
                 else f"sqlite:///{work / (setup.replace(' ', '-') + '.db')}"
             )
-            rows += measure(url, setup, args.bursts, args.rounds, work)
+            rows += measure(url, setup, args.bursts, args.rounds, work, args.detail)
     finally:
         if server is not None and cluster is not None:
             server.drop_all()
