@@ -104,9 +104,11 @@ def run(args: list[str], env: dict[str, str], stdin: str = "") -> str:
 
 
 @contextlib.contextmanager
-def portal(database: str, home: Path, extra: list[str]) -> Iterator[tuple[str, list[str], int]]:
+def portal(
+    database: str, home: Path, extra: list[str], cpus: set[int] | None = None
+) -> Iterator[tuple[str, list[str], int]]:
     """A running `webagents portal serve` on `database`: its address, its log so far, and
-    its process id."""
+    its process id; `cpus`: the CPUs it may run on (its threads, started later, too)."""
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT / "src")}
     webagents = str(Path(sys.executable).parent / "webagents")
     serve = [webagents, "portal", "serve", "--port", "0", "--embeddings", "none"]
@@ -117,6 +119,8 @@ def portal(database: str, home: Path, extra: list[str]) -> Iterator[tuple[str, l
         stderr=subprocess.STDOUT,
         text=True,
     )
+    if cpus is not None:
+        os.sched_setaffinity(child.pid, cpus)
     lines: list[str] = []
     try:
         assert child.stdout is not None
@@ -374,7 +378,7 @@ def shortfalls(kind: str, levels: list[Level]) -> list[str]:
 def measure(kind: str, database: str, work: Path, args: argparse.Namespace) -> list[str]:
     home = work / f"home-{kind}"
     home.mkdir()
-    with portal(database, home, args.portal_args) as (url, log, pid):
+    with portal(database, home, args.portal_args, args.portal_cpus) as (url, log, pid):
         target = set_up(url, database, home)
         asyncio.run(level(target, 4, 2.0))  # warm: the first chats and notes exist
         levels = []
@@ -394,8 +398,21 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--databases", nargs="+", default=["sqlite", "postgresql"])
+    parser.add_argument(
+        "--portal-cpus",
+        type=lambda text: {int(n) for n in text.split(",")},
+        default=None,
+        help="CPUs (0,1,...) for the portal process; the clients get the others (sqlite only: "
+        "a PostgreSQL cluster would share the clients')",
+    )
     parser.add_argument("portal_args", nargs="*", help="more `portal serve` options, after --")
     args = parser.parse_args()
+    if args.portal_cpus is not None:
+        others = set(range(os.cpu_count() or 1)) - args.portal_cpus
+        if not others or args.databases != ["sqlite"]:
+            parser.error("--portal-cpus: leave a CPU for the clients, and --databases sqlite")
+        os.sched_setaffinity(0, others)
+        print(f"the portal on CPUs {sorted(args.portal_cpus)}, the clients on {sorted(others)}")
     # Stopped by a signal, it still stops its portal and its PostgreSQL cluster (finally).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
