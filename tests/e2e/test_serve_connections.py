@@ -457,17 +457,48 @@ def test_serve_a_body_that_ends_after_its_early_response_leaves_the_connection_r
     request into a closing connection, "Server disconnected without sending a response",
     now and then in test_mcp_http's daemon test.)"""
     args = ["serve", str(_agent(tmp_path)), "--offline"]
-    with running(args, child_env(tmp_path)) as process, _connect(process) as sock:
-        sock.settimeout(15)
-        body = b'{"jsonrpc": "2.0"}'
-        head = f"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
-        sock.sendall(head.encode())
-        status, _ = _one_response(sock)  # answered from the head alone
-        assert status == b"HTTP/1.1 404 Not Found"
-        sock.sendall(body)
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        status, answer = _one_response(sock)
-        assert (status, json.loads(answer)) == (b"HTTP/1.1 200 OK", {"status": "ok", "agents": 1})
+    body = b'{"jsonrpc": "2.0"}'
+    head = f"POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+    health = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    with running(args, child_env(tmp_path)) as process:
+        # The body, then the next request (two writes), and the body with the next request
+        # pipelined behind it (one write).
+        for rest in ([body, health], [body + health]):
+            with _connect(process) as sock:
+                sock.settimeout(15)
+                sock.sendall(head.encode())
+                status, _ = _one_response(sock)  # answered from the head alone
+                assert status == b"HTTP/1.1 404 Not Found"
+                for data in rest:
+                    sock.sendall(data)
+                status, answer = _one_response(sock)
+                assert (status, json.loads(answer)) == (
+                    b"HTTP/1.1 200 OK",
+                    {"status": "ok", "agents": 1},
+                )
+        output = process.output
+    assert "Traceback" not in output, output
+
+
+def test_serve_a_malformed_body_after_its_early_response_ends_the_connection_quietly(
+    tmp_path: Path,
+) -> None:
+    """The rest of an answered request's body is still read by h11: a chunked body that
+    turns out malformed ends the connection, with no second response (one cannot follow the
+    first) and no traceback in the log."""
+    args = ["serve", str(_agent(tmp_path)), "--offline"]
+    with running(args, child_env(tmp_path)) as process:
+        with _connect(process) as sock:
+            sock.settimeout(15)
+            sock.sendall(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+            status, _ = _one_response(sock)
+            assert status == b"HTTP/1.1 404 Not Found"
+            sock.sendall(b"not a chunk size\r\n\r\n")
+            assert _read_to_close(sock) == b"", "no second response, then the close"
+        assert _answer(process) == (200, OFFLINE_HI)  # the server serves on
+        output = process.output
+    assert "Traceback" not in output, output
+    assert "Fatal error" not in output, output
 
 
 def _streamed_text(process: Process) -> tuple[int, str, str]:

@@ -327,7 +327,7 @@ class _GuardedH11(H11Protocol):
             return  # an upgraded connection is the WebSocket protocol's: no timer of ours
         if self._head_timer is not None:
             self._head_in()
-        if state is h11.SEND_BODY:
+        if state is h11.SEND_BODY and not self._draining():  # a drain has its own bound
             if self._body_timer is None and not self.transport.is_closing():
                 self._body_timer = self.loop.call_later(
                     self._guard.limits.body_timeout, self._body_timed_out
@@ -361,6 +361,16 @@ class _GuardedH11(H11Protocol):
         self._guard.lost(self)
         super().handle_websocket_upgrade(event)
 
+    def send_400_response(self, msg: str) -> None:
+        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            # A malformed rest of a body being drained, its request answered already: no
+            # second response can be sent (uvicorn's would raise in data_received, a
+            # traceback in the log for every such client); the connection ends.
+            self._cancel_timers()
+            self.transport.close()
+            return
+        super().send_400_response(msg)
+
     def _unsupported_upgrade_warning(self) -> None:
         # uvicorn's two warnings for each such request, as one flood-limited line.
         self._guard.upgrades.event()
@@ -391,7 +401,7 @@ class _GuardedH11(H11Protocol):
         if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY:
             return
         if self.cycle.response_started:
-            return  # answered without the body: the end of the response ends the connection
+            return  # answered without the body: the drain after the response bounds it
         self._guard.body_timed_out.event()
         # The app, waiting for the body, hears that the client is gone, and sends nothing.
         self.cycle.disconnected = True
@@ -418,8 +428,17 @@ class _GuardedH11(H11Protocol):
         if self._drain_timer is not None:
             self._drain_timer.cancel()
             self._drain_timer = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
         if self.conn.their_state is h11.IDLE:
-            self._await_head()  # waits for the next request's head, as after any response
+            # As after any response: the next request's head awaited, and uvicorn's keep-alive
+            # timer (which the body's bytes cancelled) armed again.
+            self._await_head()
+            self._unset_keepalive_if_required()
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self.timeout_keep_alive_handler
+            )
         else:
             self._guard.became_busy(self)  # the next request, pipelined, is in already
 
