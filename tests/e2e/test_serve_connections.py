@@ -154,6 +154,12 @@ def _printed_cap(output: str) -> int:
 def _health_on(sock: socket.socket) -> tuple[bytes, object]:
     """`GET /health` on an open connection (kept open): the status line and the body."""
     sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    return _response_on(sock)
+
+
+def _response_on(sock: socket.socket) -> tuple[bytes, object]:
+    """The next response on an open connection: its status line and its body (JSON where it
+    has a length); `<closed>` in their place where the server closed the connection."""
     received = b""
     while b"\r\n\r\n" not in received:
         received += sock.recv(4096) or b"<closed>\r\n\r\n"
@@ -431,22 +437,6 @@ def test_serve_a_response_sent_before_its_body_was_read_ends_the_connection(
     assert set(_server_lines(output)) <= {evicting}  # closed for room, or already gone
 
 
-def _one_response(sock: socket.socket) -> tuple[bytes, bytes]:
-    """One response read from `sock`: its status line and its body (by Content-Length)."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        chunk = sock.recv(4096)
-        assert chunk, f"the server closed the connection: {received!r}"
-        received += chunk
-    head, body = received.split(b"\r\n\r\n", 1)
-    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
-    while len(body) < length:
-        chunk = sock.recv(4096)
-        assert chunk, f"the server closed the connection: {received + body!r}"
-        body += chunk
-    return head.split(b"\r\n")[0], body
-
-
 def test_serve_a_body_that_ends_after_its_early_response_leaves_the_connection_reusable(
     tmp_path: Path,
 ) -> None:
@@ -467,15 +457,11 @@ def test_serve_a_body_that_ends_after_its_early_response_leaves_the_connection_r
             with _connect(process) as sock:
                 sock.settimeout(15)
                 sock.sendall(head.encode())
-                status, _ = _one_response(sock)  # answered from the head alone
+                status, _ = _response_on(sock)  # answered from the head alone
                 assert status == b"HTTP/1.1 404 Not Found"
                 for data in rest:
                     sock.sendall(data)
-                status, answer = _one_response(sock)
-                assert (status, json.loads(answer)) == (
-                    b"HTTP/1.1 200 OK",
-                    {"status": "ok", "agents": 1},
-                )
+                assert _response_on(sock) == (b"HTTP/1.1 200 OK", {"status": "ok", "agents": 1})
         output = process.output
     assert "Traceback" not in output, output
 
@@ -491,7 +477,7 @@ def test_serve_a_malformed_body_after_its_early_response_ends_the_connection_qui
         with _connect(process) as sock:
             sock.settimeout(15)
             sock.sendall(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-            status, _ = _one_response(sock)
+            status, _ = _response_on(sock)
             assert status == b"HTTP/1.1 404 Not Found"
             sock.sendall(b"not a chunk size\r\n\r\n")
             assert _read_to_close(sock) == b"", "no second response, then the close"

@@ -332,9 +332,8 @@ class _GuardedH11(H11Protocol):
                 self._body_timer = self.loop.call_later(
                     self._guard.limits.body_timeout, self._body_timed_out
                 )
-        elif self._body_timer is not None:
-            self._body_timer.cancel()  # the body is in: whatever the answer takes is fine
-            self._body_timer = None
+        else:
+            self._stop_body_timer()  # the body is in: whatever the answer takes is fine
 
     def on_response_complete(self) -> None:
         body_unread = self.conn.their_state is h11.SEND_BODY
@@ -366,8 +365,7 @@ class _GuardedH11(H11Protocol):
             # A malformed rest of a body being drained, its request answered already: no
             # second response can be sent (uvicorn's would raise in data_received, a
             # traceback in the log for every such client); the connection ends.
-            self._cancel_timers()
-            self.transport.close()
+            self.close_idle()
             return
         super().send_400_response(msg)
 
@@ -411,11 +409,10 @@ class _GuardedH11(H11Protocol):
 
     def _drain(self) -> None:
         """Read and drop the rest of the body of a request already answered, for a moment
-        (LINGER_SECONDS); counted as idle meanwhile. The body's end (`handle_events`) keeps
-        the connection; no end in time ends it (`_linger`)."""
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
+        (LINGER_SECONDS); counted as idle meanwhile, with no body timer (none is armed while
+        draining). The body's end (`handle_events`) keeps the connection; no end in time ends
+        it (`_linger`)."""
+        self._stop_body_timer()
         self._drain_timer = self.loop.call_later(LINGER_SECONDS, self._not_drained)
         self.flow.resume_reading()
         self._guard.became_idle(self)
@@ -428,9 +425,6 @@ class _GuardedH11(H11Protocol):
         if self._drain_timer is not None:
             self._drain_timer.cancel()
             self._drain_timer = None
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
         if self.conn.their_state is h11.IDLE:
             # As after any response: the next request's head awaited, and uvicorn's keep-alive
             # timer (which the body's bytes cancelled) armed again.
@@ -451,14 +445,17 @@ class _GuardedH11(H11Protocol):
         """End a connection whose response is sent while its request's body is still coming:
         say so (FIN after the response), drop what still comes for a moment, then close. It
         counts as idle meanwhile, so a new connection may close it at once for room."""
-        if self._body_timer is not None:
-            self._body_timer.cancel()
-            self._body_timer = None
+        self._stop_body_timer()
         self._linger_timer = self.loop.call_later(LINGER_SECONDS, self.close_idle)
         self.flow.resume_reading()
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._guard.became_idle(self)
+
+    def _stop_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
 
     def _cancel_timers(self) -> None:
         for timer in (self._head_timer, self._body_timer, self._drain_timer, self._linger_timer):
