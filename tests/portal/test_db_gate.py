@@ -4,6 +4,7 @@ who waits, who is refused at once and what Retry-After they are told (issue 21).
 from __future__ import annotations
 
 import asyncio
+import threading
 from contextlib import AsyncExitStack
 
 import pytest
@@ -112,3 +113,73 @@ def test_p_gate_retry_after_is_one_to_thirty_seconds(monkeypatch: pytest.MonkeyP
     slow, _ = _measured(monkeypatch, 0.25)
     told = [slow.retry_after() for _ in range(100)]
     assert (told[0], told[44], told[45], told[-1], max(told)) == (18, 29, 30, 30, 30)
+
+
+async def test_p_gate_a_threads_turn_among_the_writers_on_sqlite() -> None:
+    """The embedding worker's thread takes the writers' turn in line: its block begins after
+    the writer before it, and a writer after it waits for the block's end."""
+    made = DatabaseGate(GateLimits(slots=4, waiting=4, wait_seconds=30), one_writer=True)
+    loop = asyncio.get_running_loop()
+    order: list[str] = []
+    in_block, leave_block = threading.Event(), threading.Event()
+
+    def thread() -> None:
+        with made.thread_turn(loop):
+            order.append("thread's block")
+            in_block.set()
+            leave_block.wait(10)
+
+    async with AsyncExitStack() as writer:
+        await _held(writer, made, writes=True)
+        running = loop.run_in_executor(None, thread)
+        for _ in range(50):  # the thread waits in line behind the writer
+            await asyncio.sleep(0.01)
+        assert order == []
+        order.append("first writer done")
+    await loop.run_in_executor(None, in_block.wait, 10)
+    second = asyncio.ensure_future(_held(AsyncExitStack(), made, writes=True))
+    second.add_done_callback(lambda _: order.append("second writer"))
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+    assert not second.done()  # the thread holds the turn
+    leave_block.set()
+    await running
+    await second
+    assert order == ["first writer done", "thread's block", "second writer"]
+
+
+async def test_p_gate_a_thread_goes_on_without_a_turn_that_does_not_come() -> None:
+    """Held past `wait`: the block runs anyway, and the turn, taken later, is given back at
+    once (none is kept by a thread that stopped waiting)."""
+    made = DatabaseGate(GateLimits(slots=4, waiting=4, wait_seconds=30), one_writer=True)
+    loop = asyncio.get_running_loop()
+    ran: list[str] = []
+
+    def thread() -> None:
+        with made.thread_turn(loop, wait=0.05):
+            ran.append("block")
+
+    async with AsyncExitStack() as writer:
+        await _held(writer, made, writes=True)
+        await loop.run_in_executor(None, thread)
+        assert ran == ["block"]
+    for _ in range(10):  # the late turn taken and given back
+        await asyncio.sleep(0)
+    async with asyncio.timeout(5):
+        async with made.enter(writes=True):
+            pass
+
+
+def test_p_gate_a_threads_turn_is_no_wait_without_a_writers_line_or_a_loop() -> None:
+    """PostgreSQL (no writers' line), no loop yet (the app not serving), or one not running:
+    the block runs at once."""
+    postgresql = DatabaseGate(GateLimits(), one_writer=False)
+    sqlite = DatabaseGate(GateLimits(), one_writer=True)
+    stopped = asyncio.new_event_loop()
+    try:
+        for made, loop in ((postgresql, stopped), (sqlite, None), (sqlite, stopped)):
+            with made.thread_turn(loop, wait=30):
+                pass
+    finally:
+        stopped.close()
+    assert not sqlite._writer.locked()  # type: ignore[union-attr]

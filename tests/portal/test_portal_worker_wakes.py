@@ -1,11 +1,14 @@
 """A `portal worker` woken by the serving processes' writes (issue 23: a note searchable within
 500 ms through `portal worker`): on PostgreSQL a write that makes notes due sends one NOTIFY at
 its commit (memory/wakes.py), which the worker listens for, and listens for again after its
-connection is ended; on SQLite nothing is sent. The e2e tests give the worker a poll of an
-hour, so that a note embedded can only have woken it."""
+connection is ended; on SQLite nothing is sent, and the worker watches the database's
+data_version instead (wakes.Watch). The e2e tests give the worker a poll of an hour, so that a
+note embedded can only have woken it."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,8 +110,65 @@ def test_p5_on_sqlite_a_write_sends_no_notification(
     assert not [s for s in sent if "notify" in s.lower()], sent
 
 
+def _watching(path: Path) -> tuple[wakes.Watch, list[float]]:
+    """A Watch of the database at `path`, started, and the moments it woke."""
+    woken: list[float] = []
+    watch = wakes.Watch(path, lambda: woken.append(time.monotonic()), every=0.005)
+    watch.start()
+    return watch, woken
+
+
+def test_p5_on_sqlite_a_commit_of_another_connection_wakes_the_watch(tmp_path: Path) -> None:
+    """wakes.Watch: another connection's commit wakes it (a few times in a row, each seen); a
+    read, and no change at all, do not."""
+    path = tmp_path / "portal.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE notes (text TEXT)")
+    watch, woken = _watching(path)
+    try:
+        time.sleep(0.1)  # its first reads: nothing changed since
+        assert woken == []
+        writer.execute("SELECT count(*) FROM notes").fetchone()
+        time.sleep(0.1)
+        assert woken == []
+        for n in range(3):
+            writer.execute("INSERT INTO notes VALUES (?)", (f"note {n}",))
+            assert until(lambda n=n: len(woken) >= n + 1)
+    finally:
+        watch.stop()
+        writer.close()
+    assert len(woken) == 3
+
+
+def test_p5_on_sqlite_the_watch_says_once_it_cannot_read_and_wakes_when_it_can(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No database file yet (mode=ro creates none): one line in the log, retried; once the file
+    is there, one line more and a wake (for writes it could not see), then commits as usual."""
+    path = tmp_path / "portal.db"
+    watch, woken = _watching(path)
+    try:
+        assert until(lambda: "watching" in caplog.text)
+        time.sleep(0.1)  # retried meanwhile, said once
+        assert not path.exists()  # read-only: the watch made no file
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("CREATE TABLE notes (text TEXT)")
+        assert until(lambda: len(woken) == 1)
+        writer.execute("INSERT INTO notes VALUES ('a note')")
+        assert until(lambda: len(woken) == 2)
+        writer.close()
+    finally:
+        watch.stop()
+    failed = [r for r in caplog.records if "watching" in r.message and "failed" in r.message]
+    assert len(failed) == 1, caplog.text
+    assert "watching the database for writes again" in caplog.text
+    assert str(path) in failed[0].getMessage()
+
+
 class Portal:
-    """`portal serve --background-jobs none` on PostgreSQL with the test's embedding
+    """`portal serve --background-jobs none` with the test's embedding
     endpoint, an agent on it, and a `portal worker` beside it that polls once an hour."""
 
     def __init__(self, tmp_path: Path, database: str, endpoint: Endpoint) -> None:
@@ -152,9 +212,7 @@ class Portal:
 
 
 @pytest.fixture
-def portal_on_postgresql(tmp_path: Path, fresh_database_url: str) -> Iterator[Portal]:
-    if not fresh_database_url.startswith("postgresql"):
-        pytest.skip("a write wakes a portal worker on PostgreSQL (SQLite: its poll finds it)")
+def portal_with_worker(tmp_path: Path, fresh_database_url: str) -> Iterator[Portal]:
     with Endpoint() as endpoint:
         portal = Portal(tmp_path, fresh_database_url, endpoint)
         try:
@@ -167,11 +225,20 @@ def portal_on_postgresql(tmp_path: Path, fresh_database_url: str) -> Iterator[Po
             assert portal.stop() == 0
 
 
+@pytest.fixture
+def portal_on_postgresql(fresh_database_url: str, request: pytest.FixtureRequest) -> Portal:
+    if not fresh_database_url.startswith("postgresql"):
+        pytest.skip("the listener's connection is PostgreSQL's")
+    portal: Portal = request.getfixturevalue("portal_with_worker")
+    return portal
+
+
 @pytest.mark.e2e  # runs the installed webagents command
 def test_p5_a_note_written_in_portal_serve_is_embedded_by_a_portal_worker_it_woke(
-    portal_on_postgresql: Portal,
+    portal_with_worker: Portal,
 ) -> None:
-    portal = portal_on_postgresql
+    """Both databases: PostgreSQL's notification, SQLite's data_version watched."""
+    portal = portal_with_worker
     portal.write("nsecond", "my sedan is blue")
     assert until(lambda: portal.found_by_meaning("car") == ["nsecond"])
 

@@ -245,10 +245,9 @@ def _shown_jobs(jobs: Any, settings: Any) -> str:
     envvar="WEBAGENTS_PORTAL_WORKER_POLL_SECONDS",
     type=click.FloatRange(min=0.01),
     default=None,
-    help="How often the worker looks for new notes without being woken. Default: 2 on "
-    "PostgreSQL, where the serving processes' writes wake it at once (the look finds what a "
-    "wake lost while the worker reconnected to the database); 0.2 on SQLite, where nothing "
-    "wakes it.",
+    help="How often the worker looks for new notes without being woken. Default: 2: the "
+    "serving processes' writes wake it at once (PostgreSQL's notifications, SQLite's file "
+    "watched), and the look finds what a wake lost while the worker reconnected.",
 )
 @database_option
 @click.pass_context

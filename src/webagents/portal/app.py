@@ -7,6 +7,7 @@ are in the database, so any number of processes can serve one PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -86,9 +87,15 @@ def create_app(
         # lock, while it waits for one: the pool of threads outnumbers the slots.
         threads = anyio.to_thread.current_default_thread_limiter()
         threads.total_tokens = max(threads.total_tokens, settings.db_gate.slots + SPARE_THREADS)
+        # The loop the gate's locks live in, for a thread's turn among the writers
+        # (background.py: the embedding worker's, gate.DatabaseGate.thread_turn).
+        app.state.loop = asyncio.get_running_loop()
         worker = None
         if chosen is not None and embedding_worker:
-            worker = EmbeddingWorker(app.state.sessions, chosen)
+            turn = app.state.gate.thread_turn
+            worker = EmbeddingWorker(
+                app.state.sessions, chosen, writers_turn=lambda: turn(app.state.loop)
+            )
             worker.start()
         if worker is not None:  # else the one `portal serve` starts (background.py), if any
             app.state.embedding_worker = worker
@@ -99,6 +106,7 @@ def create_app(
             await app.state.relay.stop()
             if worker is not None:
                 worker.stop()
+            app.state.loop = None
 
     app = _PortalApp(
         title="webagents portal",
@@ -115,6 +123,7 @@ def create_app(
     app.state.outage = outage.Outage()
     app.state.embedder = chosen
     app.state.embedding_worker = None
+    app.state.loop = None
     app.state.relay = Relay(app.state.sessions, settings)
     memory_changes.listen(app.state.sessions, app.state.relay.notices.from_thread)
 

@@ -17,37 +17,33 @@ import fcntl
 import logging
 import os
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import ConfigError
 from .connect.notices import JobNotices
+from .db.gate import DatabaseGate
 from .embeddings import Embedder
+from .embeddings.apart import ApartEmbedder
+from .embeddings.local import LocalEmbedder
 from .memory import changes
 from .memory.embedding_queue import EmbeddingWorker
 from .memory.retention import Sweeper
-from .memory.wakes import Wakes
+from .memory.wakes import Wakes, Watch
 from .settings import PortalSettings
 
 log = logging.getLogger("webagents.portal")
 
-WORKER_IDLE_S = 0.2
-"""SQLite: how often a worker process looks for notes written by the serving processes (no
-write of theirs wakes it; the look reads one small row per agent): a note waits this long at
-most before its batch starts (bench/searchable_burst.py)."""
-
-WOKEN_WORKER_IDLE_S = 2.0
-"""PostgreSQL: the same look, where the serving processes' writes wake the worker (NOTIFY:
-memory/wakes.py), so that the look is only the fallback for a wake lost (the listener
-reconnecting, or its connection dead unnoticed for up to wakes.PING_AFTER_S); the serving
-process's own worker looks as often (ServingJobs)."""
-
-
-def worker_idle(settings: PortalSettings) -> float:
-    """A `portal worker`'s look for notes, when not told otherwise (--poll-seconds)."""
-    return WORKER_IDLE_S if settings.is_sqlite else WOKEN_WORKER_IDLE_S
+WORKER_IDLE_S = 2.0
+"""How often an embedding worker looks for notes unwoken (`portal worker --poll-seconds`).
+Every process's writes wake it (memory/wakes.py: NOTIFY on PostgreSQL, the database's
+data_version watched on SQLite), so the look is only the fallback for a wake lost (the
+listener reconnecting, or its connection dead unnoticed for up to wakes.PING_AFTER_S; the
+watch failing to read the file)."""
 
 
 class JobsLock:
@@ -96,17 +92,18 @@ class Jobs:
         embedder: Embedder | None,
         *,
         idle: float,
+        writers_turn: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
-        self.embedding = EmbeddingWorker(sessions, embedder, idle=idle) if embedder else None
-        self.sweeper = Sweeper(sessions)
-        # On PostgreSQL every process's writes wake the embedding worker (this process's
-        # too: a serving process's own writes wake it twice, directly and so, which only
-        # ends a burst's settle a little sooner).
-        self._wakes = (
-            Wakes(settings.database_url, self.embedding.wake)
-            if self.embedding is not None and not settings.is_sqlite
+        self.embedding = (
+            EmbeddingWorker(sessions, embedder, idle=idle, writers_turn=writers_turn)
+            if embedder
             else None
         )
+        self.sweeper = Sweeper(sessions)
+        # Every process's writes wake the embedding worker (this process's too: a serving
+        # process's own writes wake it twice, directly and so, which only ends a burst's
+        # settle a little sooner).
+        self._wakes = _wakes(settings, self.embedding.wake) if self.embedding else None
 
     def start(self) -> None:
         if self.embedding is not None:
@@ -123,6 +120,17 @@ class Jobs:
         self.sweeper.stop()
 
 
+def _wakes(settings: PortalSettings, wake: Callable[[], None]) -> Wakes | Watch | None:
+    """What tells this process's embedding worker of other processes' writes: on PostgreSQL
+    their notifications, on SQLite the database file's data_version (none for a database
+    without a file: one process holds it)."""
+    if not settings.is_sqlite:
+        return Wakes(settings.database_url, wake)
+    if settings.url.database in (None, "", ":memory:"):
+        return None
+    return Watch(Path(str(settings.url.database)), wake)
+
+
 class Worker:
     """`webagents portal worker`: the jobs in this process until `stop`; on SQLite refused
     (ConfigError, saying what to do) while another process runs them."""
@@ -135,14 +143,14 @@ class Worker:
         *,
         idle: float | None = None,
     ) -> None:
-        """`idle`: how often the embedding worker looks for notes unwoken (worker_idle's by
+        """`idle`: how often the embedding worker looks for notes unwoken (WORKER_IDLE_S by
         default)."""
         self._lock = None
         if JobsLock.needed(settings):
             self._lock = JobsLock.try_take(settings)
             if self._lock is None:
                 raise ConfigError(TAKEN)
-        chosen = idle if idle is not None else worker_idle(settings)
+        chosen = idle if idle is not None else WORKER_IDLE_S
         self.jobs = Jobs(settings, sessions, embedder, idle=chosen)
         self._stopped = threading.Event()
         # Retention's removals told to the agents' connections, held by the serving
@@ -182,19 +190,30 @@ STANDBY_LOOK_S = 1.0  # how often a standing-by `portal serve` tries the SQLite 
 
 class ServingJobs:
     """`portal serve --background-jobs in-process`: the jobs in the serving process, its own
-    writes waking the embedding worker (`app.state.embedding_worker`). On SQLite, while
-    another process holds the jobs, it stands by and takes them over once that one stops."""
+    writes waking the embedding worker (`app.state.embedding_worker`), the local model's
+    batches run in a child process (embeddings/apart.py). On SQLite, while another process
+    holds the jobs, it stands by and takes them over once that one stops."""
 
-    def __init__(
-        self, settings: PortalSettings, app: Any, *, idle: float = WOKEN_WORKER_IDLE_S
-    ) -> None:
+    def __init__(self, settings: PortalSettings, app: Any, *, idle: float = WORKER_IDLE_S) -> None:
         self._settings = settings
         self._app = app
-        self._jobs = Jobs(settings, app.state.sessions, app.state.embedder, idle=idle)
+        # The local model's batches in a process of their own (embeddings/apart.py); the
+        # requests' queries stay with app.state.embedder.
+        self._apart = ApartEmbedder() if isinstance(app.state.embedder, LocalEmbedder) else None
+        embedder = self._apart or app.state.embedder
+        self._jobs = Jobs(
+            settings, app.state.sessions, embedder, idle=idle, writers_turn=self._writers_turn
+        )
         self._lock: JobsLock | None = None
         self._started = False
         self._stop = threading.Event()
         self._standby: threading.Thread | None = None
+
+    def _writers_turn(self) -> AbstractContextManager[object]:
+        """The embedding worker's turn among the requests' writers (SQLite): the app's gate,
+        in the event loop its lifespan recorded (none before it runs)."""
+        loop = getattr(self._app.state, "loop", None)
+        return cast("DatabaseGate", self._app.state.gate).thread_turn(loop)
 
     def start(self) -> str:
         """Start them, or stand by: the banner's line saying which."""
@@ -232,5 +251,7 @@ class ServingJobs:
         if self._started:
             self._app.state.embedding_worker = None
             self._jobs.stop()
+        if self._apart is not None:
+            self._apart.close()
         if self._lock is not None:
             self._lock.release()

@@ -59,6 +59,14 @@ def read_only(session: Session) -> Session:
     return session
 
 
+def trying_for_lock(session: Session) -> Session:
+    """Mark a session that has not begun as a background job's writer: on SQLite its BEGIN
+    IMMEDIATE tries for the write lock every millisecond instead of waiting in SQLite's busy
+    handler (dialect._begin_trying says why); on PostgreSQL nothing changes."""
+    session.connection(execution_options={dialect.TRY_FOR_LOCK: True})
+    return session
+
+
 def make_sessions(engine: Engine) -> sessionmaker[Session]:
     # expire_on_commit off: a page may still render what it just saved after the commit.
     return sessionmaker(engine, expire_on_commit=False)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 
 from ..errors import PortalError
@@ -35,6 +36,8 @@ from ..errors import PortalError
 MAX_RETRY_AFTER_SECONDS = 30
 # The weight of the latest gap between finished requests in their running average.
 GAP_WEIGHT = 0.1
+# How long a thread waits for the writers' turn before it goes on without it (thread_turn).
+THREAD_TURN_WAIT_S = 5.0
 
 
 class Busy(PortalError):
@@ -156,6 +159,40 @@ class DatabaseGate:
             ) from None
         finally:
             self._waiting -= 1
+
+    @contextmanager
+    def thread_turn(
+        self, loop: asyncio.AbstractEventLoop | None, *, wait: float = THREAD_TURN_WAIT_S
+    ) -> Iterator[None]:
+        """The writers' turn (SQLite) for a thread outside the event loop `loop`: the embedding
+        worker storing vectors takes it in line with the requests' writers, and holds it for
+        the block, instead of racing them for SQLite's lock (bench/README.md: its vectors
+        waited hundreds of ms behind a burst of puts). It takes no slot and is never refused.
+        Without a writers' line (PostgreSQL), without a running loop, or when the turn has not
+        come within `wait` seconds, the block runs without it (SQLite's lock is then tried for
+        as before: dialect._begin_trying)."""
+        if self._writer is None or loop is None or not loop.is_running():
+            yield
+            return
+        writer, taken, release = self._writer, threading.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with writer:
+                taken.set()
+                await release.wait()  # set by the thread when its block is over
+
+        try:
+            asyncio.run_coroutine_threadsafe(hold(), loop)
+        except RuntimeError:  # the loop closed meanwhile: no requests to take turns with
+            yield
+            return
+        taken.wait(wait)
+        try:
+            yield
+        finally:
+            # Also when the turn never came: it is given back as soon as it is taken.
+            with suppress(RuntimeError):  # the loop closed: its lock with it
+                loop.call_soon_threadsafe(release.set)
 
     def _finished(self) -> None:
         now = time.monotonic()

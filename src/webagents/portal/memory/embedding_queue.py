@@ -24,11 +24,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..db import dialect
-from ..db.engine import read_only
+from ..db.engine import read_only, trying_for_lock
 from ..embeddings import Embedder
 from ..scope import SystemScope
 from .across_agents import BATCH, AcrossAgents
@@ -60,8 +62,9 @@ SETTLE_S = 0.05
 class EmbeddingWorker:
     """A thread that works the queue: it reads due entries in one short read-only
     transaction, embeds them outside any transaction, and stores the vectors in another. A
-    write in this process wakes it (after its commit); otherwise it looks again every `idle`
-    seconds (writes of other processes), reading only the feed rows when nothing changed.
+    write wakes it after its commit (this process's directly, other processes' through
+    wakes.py); otherwise it looks again every `idle` seconds (a wake lost), reading only the
+    feed rows when nothing changed.
 
     A wake is debounced: the worker waits `settle` seconds, or until `enough` writes woke it,
     before it looks. Running the model at once for each note would take the CPU from the
@@ -77,8 +80,12 @@ class EmbeddingWorker:
         idle: float = 2.0,
         settle: float = SETTLE_S,
         enough: int = BATCH,
+        writers_turn: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
+        """`writers_turn`: held while the vectors are stored (a serving process's turn among
+        its requests' writers on SQLite: gate.DatabaseGate.thread_turn)."""
         self._sessions = sessions
+        self._writers_turn = writers_turn
         self._embedder = embedder
         self._idle = idle
         self._settle = settle
@@ -161,7 +168,7 @@ class EmbeddingWorker:
             self._checked[agent] = max(since, last)
             return 0
         vectors = self._embedder.embed([item.text for item in items])
-        with self._sessions() as session:
+        with self._writers_turn(), trying_for_lock(self._sessions()) as session:
             done = list(zip(items, vectors, strict=True))
             AcrossAgents(session, WORKER).keep_vectors(self._embedder.name, done)
             session.commit()

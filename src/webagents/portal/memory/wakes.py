@@ -10,15 +10,24 @@ connection of its own (`Wakes`, a thread: a `portal worker` has no event loop) a
 EmbeddingWorker for each notification. The worker's poll stays, longer, as the fallback: a
 notification sent while the listener was reconnecting is lost, so the listener wakes the
 worker once each time it listens again, and the poll covers a listener that has not noticed
-yet that its connection died. On SQLite nothing is sent: one process works the queue, and
-its own writes wake it directly (api.py)."""
+yet that its connection died.
+
+On SQLite nothing is sent: one process works the queue, its own writes wake it directly
+(api.py), and the writes of the others (the `portal serve` processes beside a `portal worker`,
+or beside the serve that holds the jobs) are seen by `Watch`: a thread that reads the
+database's `PRAGMA data_version` every WATCH_S (a number SQLite changes when another
+connection commits; reading it looks at the WAL's shared index: no disk read, no lock) and
+wakes the worker when it moved. Any commit moves it, not only those that make notes due: a
+wake costs the worker one look at the agents' feed rows, at most one a settle time."""
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -45,6 +54,10 @@ RETRY_LAST_S = 8.0
 # How long `start` waits for the first LISTEN, so that writes answered after a worker says
 # it is running wake it (a failure is logged and retried in the background instead).
 FIRST_LISTEN_S = 10.0
+
+# SQLite: how often `Watch` reads the database's data_version: a note another process writes
+# waits this long at most before the worker looks (the worker's own poll was 0.2 s).
+WATCH_S = 0.02
 
 _TOLD = "webagents.embedding_queue_told"
 
@@ -127,4 +140,70 @@ class Wakes:
             "embedding queue: listening for writes failed (%s); reconnecting, and until then "
             "the worker finds new notes at its next look",
             reason,
+        )
+
+
+class Watch:
+    """SQLite: a thread calling `wake` each time another connection (of any process) committed
+    to the database at `path`, seen by its data_version read every WATCH_S over a read-only
+    connection of its own (see the module's docstring). A failure to read (the file moved, a
+    disk error) is said once in the log and retried; meanwhile the worker's poll finds the
+    writes."""
+
+    def __init__(self, path: Path, wake: Callable[[], None], *, every: float = WATCH_S) -> None:
+        self._path = path
+        self._wake = wake
+        self._every = every
+        self._stop = threading.Event()
+        self._failing = False
+        self._thread = threading.Thread(target=self._run, name="embedding-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        seen: int | None = None
+        connection: sqlite3.Connection | None = None
+        try:
+            while not self._stop.wait(self._every):
+                try:
+                    if connection is None:
+                        connection = self._connect()
+                        seen = None  # each connection counts on its own
+                    (version,) = connection.execute("PRAGMA data_version").fetchone()
+                except sqlite3.Error as exc:
+                    if connection is not None:
+                        connection.close()
+                        connection = None
+                    self._failed(exc)
+                    continue
+                if self._failing:
+                    self._failing = False
+                    log.warning("embedding queue: watching the database for writes again")
+                    self._wake()  # writes committed while this could not see them
+                if seen is not None and version != seen:
+                    self._wake()
+                seen = version
+        finally:
+            if connection is not None:
+                connection.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        # mode=ro: this connection never writes, nor creates a missing file.
+        uri = f"{self._path.resolve().as_uri()}?mode=ro"
+        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+
+    def _failed(self, exc: sqlite3.Error) -> None:
+        if self._failing:
+            return
+        self._failing = True
+        log.warning(
+            "embedding queue: watching %s for writes failed (%s); retrying, and until then "
+            "the worker finds new notes at its next look",
+            self._path,
+            exc,
         )
