@@ -32,14 +32,19 @@ def apart() -> Iterator[ApartEmbedder]:
     embedder.close()
 
 
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command's name: state, parent's pid, ..."""
+    with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
 def _running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        # A child of this process that ended but is not reaped yet is a zombie: ended.
+        return _stat(pid)[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    # A child of this process that ended but is not reaped yet is a zombie: ended.
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_p5_apart_embeddings_are_the_local_models_own(apart: ApartEmbedder) -> None:
@@ -119,8 +124,7 @@ def _apart_children(pid: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            parent = int(_stat(int(entry))[1])
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
                 command = cmdline.read().split(b"\0")
         except (FileNotFoundError, ProcessLookupError):

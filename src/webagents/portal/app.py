@@ -92,9 +92,8 @@ def create_app(
         app.state.loop = asyncio.get_running_loop()
         worker = None
         if chosen is not None and embedding_worker:
-            turn = app.state.gate.thread_turn
             worker = EmbeddingWorker(
-                app.state.sessions, chosen, writers_turn=lambda: turn(app.state.loop)
+                app.state.sessions, chosen, writers_turn=app.state.writers_turn
             )
             worker.start()
         if worker is not None:  # else the one `portal serve` starts (background.py), if any
@@ -124,6 +123,9 @@ def create_app(
     app.state.embedder = chosen
     app.state.embedding_worker = None
     app.state.loop = None
+    # The embedding worker's turn among the requests' writers (SQLite), in the loop the
+    # lifespan records (none before it runs): gate.DatabaseGate.thread_turn.
+    app.state.writers_turn = lambda: app.state.gate.thread_turn(app.state.loop)
     app.state.relay = Relay(app.state.sessions, settings)
     memory_changes.listen(app.state.sessions, app.state.relay.notices.from_thread)
 

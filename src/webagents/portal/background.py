@@ -20,13 +20,12 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from ..errors import ConfigError
 from .connect.notices import JobNotices
-from .db.gate import DatabaseGate
 from .embeddings import Embedder
 from .embeddings.apart import ApartEmbedder
 from .embeddings.local import LocalEmbedder
@@ -202,18 +201,12 @@ class ServingJobs:
         self._apart = ApartEmbedder() if isinstance(app.state.embedder, LocalEmbedder) else None
         embedder = self._apart or app.state.embedder
         self._jobs = Jobs(
-            settings, app.state.sessions, embedder, idle=idle, writers_turn=self._writers_turn
+            settings, app.state.sessions, embedder, idle=idle, writers_turn=app.state.writers_turn
         )
         self._lock: JobsLock | None = None
         self._started = False
         self._stop = threading.Event()
         self._standby: threading.Thread | None = None
-
-    def _writers_turn(self) -> AbstractContextManager[object]:
-        """The embedding worker's turn among the requests' writers (SQLite): the app's gate,
-        in the event loop its lifespan recorded (none before it runs)."""
-        loop = getattr(self._app.state, "loop", None)
-        return cast("DatabaseGate", self._app.state.gate).thread_turn(loop)
 
     def start(self) -> str:
         """Start them, or stand by: the banner's line saying which."""

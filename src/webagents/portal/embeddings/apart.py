@@ -20,6 +20,7 @@ next batch starts another.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -114,10 +115,8 @@ class ApartEmbedder:
             code = child.wait()
         for stream in (child.stdin, child.stdout):
             if stream is not None:
-                try:
+                with contextlib.suppress(OSError):  # a pipe to a dead child
                     stream.close()
-                except OSError:
-                    pass
         reason = (
             f"the embedding process ended (exit status {code}); the notes stay due and the "
             "next batch starts it again"
