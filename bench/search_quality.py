@@ -98,19 +98,23 @@ class Tally:
         self.first: dict[tuple[str, str], int] = {}
         self.top10: dict[tuple[str, str], int] = {}
         self.asked: dict[tuple[str, str], int] = {}
-        self.searches: list[float] = []
-        self.candidates: list[float] = []
+        self.searches: dict[str, list[float]] = {scope: [] for scope in SCOPES}
+        self.candidates: dict[str, list[float]] = {scope: [] for scope in SCOPES}
 
-    def timed(self, search: float, candidates: float) -> None:
+    def timed(self, scope: str, search: float, candidates: float) -> None:
         """One search's seconds, and those of its candidates alone (the same query again)."""
-        self.searches.append(search)
-        self.candidates.append(candidates)
+        self.searches[scope].append(search)
+        self.candidates[scope].append(candidates)
 
     def times(self) -> str:
-        if not self.searches:
+        if not any(self.searches.values()):
             return ""
-        search, alone = (1000 * float(np.median(t)) for t in (self.searches, self.candidates))
-        return f"; search {search:.1f} ms (its candidates {alone:.1f} ms), medians"
+        medians = [
+            f"{scope} {1000 * float(np.median(self.searches[scope])):.1f} ms "
+            f"({1000 * float(np.median(self.candidates[scope])):.1f})"
+            for scope in SCOPES
+        ]
+        return f"; search {', '.join(medians)} (its candidates alone), medians"
 
     def add(self, question: Question, scope: str, keys: Sequence[str]) -> None:
         at = (question.kind, scope)
@@ -247,7 +251,7 @@ def ours(
                 found = searching.candidates(
                     store, question.text, wanted, pool=30, embedder=embedder
                 )
-                tallies["ours"].timed(middle - began, time.perf_counter() - middle)
+                tallies["ours"].timed(scope, middle - began, time.perf_counter() - middle)
                 entries = store.live_by_ids(found.every())
                 by_id = {ident: e.key for ident, e in entries.items()}
                 rare = {i: rarity.of(question.text, entries[i].content) for i in found.by_text}
