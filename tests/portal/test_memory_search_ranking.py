@@ -3,7 +3,8 @@ PostgreSQL, with the real `local` model: a paraphrase whose words are all in oth
 (and none in its own) finds its note first, where reciprocal rank fusion put a note that
 shares the words first; and a query naming a code finds the note with that code first among
 near copies of it that differ only by the code. And the rarity of the words a full-text
-candidate holds (search.rarities), counted among the agent's own live notes only."""
+query word (search.holding), counted among the agent's own live notes only, and the common
+words left to meaning where meaning answers."""
 
 from __future__ import annotations
 
@@ -11,14 +12,14 @@ import pytest
 from sqlalchemy.orm import Session
 
 from webagents.portal.embeddings import Embedder, make_embedder
+from webagents.portal.memory import ranking, service
 from webagents.portal.memory import search as searching
-from webagents.portal.memory import service
 from webagents.portal.memory.embedding_queue import embed_due
 from webagents.portal.memory.ranking import rarity
 from webagents.portal.memory.repository import MemoryStore
 from webagents.portal.memory.search import search
 
-from .memory_helpers import publish, publish_for
+from .memory_helpers import SynonymEmbedder, publish, publish_for
 
 NOTES = {
     "sofia-booked": "sofia is booked to see the physician downtown",
@@ -84,12 +85,13 @@ def test_p5_search_puts_the_note_with_the_querys_code_first_among_its_near_copie
     assert [(hit.key, hit.matched) for hit in answer.entries] == [("alarm-3", ["text", "meaning"])]
 
 
-def test_p5_search_counts_a_words_rarity_among_the_agents_own_live_notes(
+def test_p5_search_counts_a_words_notes_among_the_agents_own_live_notes(
     db: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Three of the agent's six live notes hold "puppy", one "Zébra" (held as "zebra", as the
-    full-text index folds it); another agent's notes and a forgotten one are not counted;
-    a candidate is as rare as the rarest query word it holds; a count stops at the cap."""
+    full-text index folds it); another agent's notes and a forgotten one are not counted; a
+    count stops at ranking.COMMON_AT; a candidate is as rare as the rarest counted word it
+    holds."""
     agent = publish(db)
     store = MemoryStore.for_agent(db, agent.scope)
     other = MemoryStore.for_agent(db, publish_for(db, agent.owner, "other").scope)
@@ -102,13 +104,66 @@ def test_p5_search_counts_a_words_rarity_among_the_agents_own_live_notes(
     notes = {e.key: e for e in (store.live_entry("owner", f"n{n}") for n in range(4)) if e}
     assert store.usage().entries == 6
 
-    found = searching.rarities(store, ["zebra", "puppy"], list(notes.values()))
+    counted = searching.holding(store, ["zebra", "puppy", "kitten"])
+    # PostgreSQL's 'simple' configuration keeps the diacritic: its index holds "zébra", and
+    # "zebra" is counted in none (as rare as can be: the same rarity, 1).
+    assert counted == {"zebra": 0 if store.on_postgresql else 1, "puppy": 3, "kitten": 0}
+    found = searching.rarities(counted, 6, list(notes.values()))
     assert found == {
         notes["n0"].id: pytest.approx(rarity(3, 6)),
         notes["n1"].id: pytest.approx(rarity(3, 6)),
         notes["n2"].id: 1.0,  # its rarest word: "zebra", in one of the six
         notes["n3"].id: 0.0,  # holds none of the words
     }
-    monkeypatch.setattr(searching, "RARITY_COUNT_CAP", 2)
-    capped = searching.rarities(store, ["puppy"], [notes["n0"]])
-    assert capped == {notes["n0"].id: pytest.approx(rarity(2, 6))}
+    monkeypatch.setattr(ranking, "COMMON_AT", 2)
+    assert searching.holding(store, ["puppy", "car"]) == {"puppy": 2, "car": 1}
+
+
+def _puppies(db: Session, embedder: Embedder | None) -> MemoryStore:
+    """Four notes holding "puppy" (common where ranking.COMMON_AT is 3), one "zebra"; their
+    vectors kept where an embedder is given."""
+    store = MemoryStore.for_agent(db, publish(db).scope)
+    contents = ["a puppy at home", "a puppy in the car", "the puppy sleeps", "my puppy"]
+    for n, content in enumerate([*contents, "a zebra and a dog"]):
+        service.put(store, namespace="owner", key=f"n{n}", content=content, by=service.BY_AGENT)
+    db.commit()
+    while embedder is not None and embed_due(db, embedder):
+        pass
+    db.commit()
+    return store
+
+
+def test_p5_search_leaves_a_common_word_to_meaning_where_meaning_answers(
+    db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "puppy" is in four notes, common at a COMMON_AT of 3: the full-text half searches for
+    "zebra" alone, meaning finds the puppies (a dog's sense), and their hits say so: found by
+    meaning, not by text. Every note is still answered, the zebra's first (its rare word)."""
+    monkeypatch.setattr(ranking, "COMMON_AT", 3)
+    embedder = SynonymEmbedder()
+    store = _puppies(db, embedder)
+    found = searching.candidates(store, "puppy zebra", ["owner"], pool=30, embedder=embedder)
+    assert found.semantic == "on"
+    assert found.holding == {"puppy": 3, "zebra": 1}
+    assert [store.live_by_ids([i])[i].key for i in found.by_text] == ["n4"]
+    assert len(found.by_meaning) == 5
+
+    answer = search(store, "puppy zebra", ["owner"], limit=10, embedder=embedder)
+    matched = {hit.key: hit.matched for hit in answer.entries}
+    assert answer.entries[0].key == "n4"
+    assert matched == {"n4": ["text", "meaning"], **{f"n{n}": ["meaning"] for n in range(4)}}
+
+
+def test_p5_search_searches_every_word_by_text_where_meaning_does_not_answer(
+    db: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same notes and query with no embedder, and with one whose vectors are not kept yet
+    (meaning finds nothing): every word is searched by text, the common one too, since the
+    full-text order is then the answer."""
+    monkeypatch.setattr(ranking, "COMMON_AT", 3)
+    store = _puppies(db, None)
+    for embedder in (None, SynonymEmbedder()):
+        answer = search(store, "puppy zebra", ["owner"], limit=10, embedder=embedder)
+        assert answer.semantic == ("off" if embedder is None else "on")
+        assert sorted(hit.key for hit in answer.entries) == [f"n{n}" for n in range(5)]
+        assert all(hit.matched == ["text"] for hit in answer.entries)

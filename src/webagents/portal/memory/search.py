@@ -4,8 +4,9 @@ matched). The one place where the two databases differ in queries:
 
 - full-text: SQLite's FTS5 table `memory_fts` (narrowed to the agent inside FTS5, then to the
   namespaces), PostgreSQL's `search_vector` tsvector column (GIN), both made by migration 0006;
-  the same index counts how many of the agent's notes hold each query word a full-text
-  candidate holds (up to RARITY_COUNT_CAP: more only says "common"), for its rarity;
+  the same index counts how many of the agent's notes hold each query word (up to
+  ranking.COMMON_AT: more only says "common"), for its rarity; where meaning answers, the
+  full-text half searches for the words that are not common (see `candidates`);
 - semantic: the agent's stored vectors of the current model in the asked namespaces, ranked
   exactly by numpy dot products (the vectors are unit length: cosine); vector_cache.py keeps
   them per process, up to date by the rows changed since it read them. On PostgreSQL with
@@ -20,9 +21,9 @@ import threading
 import unicodedata
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -46,9 +47,6 @@ MAX_LIMIT = 100
 MIN_SIMILARITY = 0.1
 # Up to this many namespaces narrow SQLite's full-text query inside FTS5 (see _sqlite_text).
 FTS_NAMESPACE_PHRASES = 8
-# A word's notes are counted up to this many (each count a capped index read): at the cap a
-# word is common, and its rarity (ranking.rarity) earns next to no bonus either way.
-RARITY_COUNT_CAP = 1000
 _WORD = re.compile(r"\w+")
 # English function words: a note that shares only these with a query ("what is the ...") is
 # not found by its words. Without this, such matches rank in the full-text list, and with
@@ -84,9 +82,9 @@ def search(
     size = max(1, min(limit, MAX_LIMIT))
     found = candidates(store, query, namespaces, pool=max(size * 3, 30), embedder=embedder)
     # The full-text candidates' text, for the rarity of the words they hold; without meaning
-    # the full-text order stands (ranking.rank): nothing is read or counted for it.
+    # the full-text order stands (ranking.rank): nothing is read for it.
     entries = store.live_by_ids(found.by_text) if found.by_meaning else {}
-    rare = rarities(store, found.words, list(entries.values()))
+    rare = rarities(found.holding, store.usage().entries, list(entries.values()))
     ranked = ranking.rank(found.by_text, found.by_meaning, rarities=rare)[:size]
     unread = [i for i in ranked if i not in entries]  # the hits found by meaning alone
     entries.update(store.live_by_ids(unread))
@@ -109,7 +107,9 @@ class Candidates:
     by_text: list[uuid.UUID]
     by_meaning: list[ranking.Scored]
     semantic: Semantic
-    words: list[str]  # the query's words that the full-text half searched for
+    # How many of the agent's live notes hold each query word (folded, as `rarities` reads
+    # notes), up to ranking.COMMON_AT; empty without an embedder (the full-text order stands).
+    holding: dict[str, int]
 
     def every(self) -> list[uuid.UUID]:
         """Each candidate once."""
@@ -124,24 +124,34 @@ def candidates(
     pool: int,
     embedder: Embedder | None,
 ) -> Candidates:
-    """Up to `pool` notes from each half (bench/search_quality.py ranks them its ways too)."""
+    """Up to `pool` notes from each half (bench/search_quality.py ranks them its ways too).
+    Where meaning found notes, the full-text half searches only for the query's words that
+    are not common (ranking.COMMON_AT): a common word's note earns no bonus, and in a large
+    store its matches are thousands, each to be ranked (a search of 100,000 notes spent most
+    of its time there). Without meaning's answer (no embedder, the model failing, or no
+    vectors yet) every word is searched: the full-text order is the answer."""
     check_storable("q", query)
     words = [w.lower() for w in _WORD.findall(query)][:MAX_QUERY_WORDS]
     if not words:
         raise BadInput("q is empty: send the words to search for", code="empty_query")
     words = [w for w in words if w not in STOP_WORDS] or words
     wanted = sorted({check_namespace(n) for n in namespaces}) if namespaces is not None else None
-    by_text = _full_text(store, words, wanted, pool)
     semantic: Semantic = "off"
     by_meaning: list[ranking.Scored] = []
+    counted: dict[str, int] = {}
     if embedder is not None:
+        counted = holding(store, words)
         try:
             by_meaning = _by_meaning(store, embedder, query, wanted, pool)
             semantic = "on"
         except Exception:  # a model endpoint down: full-text still answers
             log.warning("semantic search failed; answering with full-text only", exc_info=True)
             semantic = "unavailable"
-    return Candidates(by_text, by_meaning, semantic, words)
+    searched = words
+    if by_meaning:
+        searched = [w for w in words if counted[_folded(w)] < ranking.COMMON_AT]
+    by_text = _full_text(store, searched, wanted, pool) if searched else []
+    return Candidates(by_text, by_meaning, semantic, counted)
 
 
 def _how(
@@ -211,24 +221,25 @@ def _postgres_text(
 
 
 def rarities(
-    store: MemoryStore, words: Sequence[str], found: Sequence[MemoryEntry]
+    holding: Mapping[str, int], notes: int, found: Sequence[MemoryEntry]
 ) -> dict[uuid.UUID, float]:
-    """Each full-text candidate's rarity (ranking.rarity): that of the rarest of `words` it
-    holds, counted among the agent's live notes. A word is held where it is among the
-    note's words as the full-text index takes them, near enough: \\w+ runs, lower case,
-    diacritics removed (SQLite's tokenizer removes them; PostgreSQL's 'simple' keeps them,
-    so there a note may be found by "café" and counted as holding "cafe": the bonus is a
-    little more generous, never wrong about a word it does not hold)."""
-    asked = {_folded(w) for w in words}
-    held = {e.id: asked & set(_WORD.findall(_folded(_text_of(e)))) for e in found}
-    needed = sorted(set().union(*held.values()))
-    if not needed:
-        return dict.fromkeys(held, 0.0)
-    notes = store.usage().entries
-    holding = {w: _holding(store, w) for w in needed}
+    """Each full-text candidate's rarity (ranking.rarity among the agent's `notes` live
+    notes): that of the rarest of the counted words (`holding`, as `holding()` counts them)
+    it holds. A word is held where it is among the note's words as the full-text index takes
+    them, near enough: \\w+ runs, lower case, diacritics removed (SQLite's tokenizer removes
+    them; PostgreSQL's 'simple' keeps them, so there a note may be found by "café" and counted
+    as holding "cafe": the bonus is a little more generous, never wrong about a word it does
+    not hold)."""
+    asked = set(holding)
     return {
-        ident: max((ranking.rarity(holding[w], notes) for w in words_held), default=0.0)
-        for ident, words_held in held.items()
+        entry.id: max(
+            (
+                ranking.rarity(holding[w], notes)
+                for w in asked.intersection(_WORD.findall(_folded(_text_of(entry))))
+            ),
+            default=0.0,
+        )
+        for entry in found
     }
 
 
@@ -242,26 +253,34 @@ def _folded(text: str) -> str:
     )
 
 
-def _holding(store: MemoryStore, word: str) -> int:
-    """How many of the agent's live notes hold `word`, up to RARITY_COUNT_CAP."""
+def holding(store: MemoryStore, words: Sequence[str]) -> dict[str, int]:
+    """How many of the agent's live notes hold each of `words` (folded), up to
+    ranking.COMMON_AT: one statement, a capped index read a word."""
+    folded = sorted({_folded(w) for w in words})
+    cap = ranking.COMMON_AT
+    params: dict[str, object] = {"cap": cap}
+    counts = []
+    for n, word in enumerate(folded):
+        if store.on_postgresql:
+            params[f"w{n}"] = word
+            counts.append(
+                f"SELECT {n}, count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = :agent "
+                f"AND deleted_at IS NULL AND search_vector @@ plainto_tsquery('simple', :w{n}) "
+                f"LIMIT :cap) AS holding{n}"
+            )
+        else:  # a \w+ run holds no quote
+            params[f"w{n}"] = (
+                f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: "{word}"'
+            )
+            counts.append(
+                f"SELECT {n}, count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH "
+                f":w{n} LIMIT :cap)"
+            )
+    statement = text(" UNION ALL ".join(counts))
     if store.on_postgresql:
-        statement = _typed(
-            text(
-                "SELECT count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = :agent "
-                "AND deleted_at IS NULL AND search_vector @@ plainto_tsquery('simple', :word) "
-                "LIMIT :cap) AS holding"
-            ),
-            None,
-        )
-        params: dict[str, object] = {"word": word, "cap": RARITY_COUNT_CAP}
-    else:
-        statement = text(
-            "SELECT count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH :match "
-            "LIMIT :cap)"
-        )
-        match = f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: "{word}"'
-        params = {"match": match, "cap": RARITY_COUNT_CAP}
-    return int(store.run(statement, params).scalar_one())
+        statement = _typed(statement, None)
+    rows: list[Any] = list(store.run(statement, params))
+    return {folded[int(n)]: int(count) for n, count in rows}
 
 
 def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
