@@ -76,8 +76,8 @@ from webagents.portal.db.engine import (  # noqa: E402
     make_sessions,
 )
 from webagents.portal.embeddings import Embedder, make_embedder  # noqa: E402
+from webagents.portal.memory import ranking, service  # noqa: E402
 from webagents.portal.memory import search as searching  # noqa: E402
-from webagents.portal.memory import service  # noqa: E402
 from webagents.portal.memory.across_agents import AcrossAgents  # noqa: E402
 from webagents.portal.memory.repository import MemoryStore  # noqa: E402
 from webagents.portal.scope import SystemScope  # noqa: E402
@@ -123,7 +123,7 @@ def notes(count: int) -> list[Note]:
             if slot == CALLERS + 1
             else f"caller:user{slot}"
         )
-        words = rng.choices(_WORDS, k=rng.randint(20, 40))
+        words = rng.choices(_WORDS, k=rng.randint(20, 40))  # 30 of _WORDS, on average
         made.append(Note(namespace, f"note-{n}", " ".join(words[:5]), " ".join(words)))
     return made
 
@@ -137,10 +137,17 @@ def queries(count: int, seed: int) -> list[str]:
     return list(made)
 
 
+def words_common(count: int) -> bool:
+    """Whether each of the notes' words is in ranking.COMMON_AT of `count` notes or more (a
+    note holds 30 of the 3,000 words: 1% of the notes hold each, 1,000 of 100,000)."""
+    return count * 30 / len(_WORDS) >= ranking.COMMON_AT
+
+
 @dataclass
 class Found:
     """What the timed searches found: the run stops if they found nothing."""
 
+    words_common: bool  # see words_common(): then full text searches no word of a query
     searches: int = 0
     hits: int = 0
     by_text: int = 0
@@ -161,9 +168,11 @@ class Found:
         note in 40, so a caller's few hundred notes may give none; and over 100,000 of them
         the best cosines (some 0.2) leave a note found by its common words alone (the lowest
         of those, plus a bonus of a few thousandths: memory/ranking.py) out of the ten.
-        Both halves run in every search, whatever its answer shows."""
+        Where every word is common (100,000 notes: `words_common`) and meaning answers, the
+        full-text half searches none of a query's words (search.candidates), by design: the
+        searches are then checked for meaning's notes alone."""
         assert self.searches > 0 and self.hits > 0, f"{what}: the searches found nothing"
-        if what.endswith("all"):
+        if what.endswith("all") or self.words_common:
             assert self.by_meaning > 0, f"{what}: no search found a note by meaning"
         else:
             assert self.by_text > 0, f"{what}: no search found a note by its words"
@@ -241,7 +250,9 @@ def layer_timings(
     engine: Engine, key: str, embedder: Embedder, asked: Iterator[str], repeat: int, what: str
 ) -> dict[str, float]:
     fresh = iter(range(10**9))
-    found = {"caller": Found(), "all": Found()}
+    with store_of(engine, key, reads=True) as store:
+        common = words_common(store.usage().entries)
+    found = {"caller": Found(common), "all": Found(common)}
 
     def put() -> None:
         with store_of(engine, key) as store:
@@ -327,11 +338,18 @@ def settled(url: str, model: str) -> None:
 
 
 def http_timings(
-    base: str, key: str, asked: Iterator[str], repeat: int, what: str, url: str, model: str
+    base: str,
+    key: str,
+    asked: Iterator[str],
+    repeat: int,
+    what: str,
+    url: str,
+    model: str,
+    notes: int,
 ) -> dict[str, float]:
     fresh = iter(range(10**9))
     path = "/api/storage/memory-scoped"
-    found = {"caller": Found(), "all": Found()}
+    found = {"caller": Found(words_common(notes)), "all": Found(words_common(notes))}
     with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}) as http:
 
         def put() -> None:
@@ -593,7 +611,7 @@ def main() -> None:
                 engine.dispose()
                 with portal_process(url, work, "local") as base:
                     timed = http_timings(
-                        base, key, asked, args.repeat, what + " HTTP", url, embedder.name
+                        base, key, asked, args.repeat, what + " HTTP", url, embedder.name, size
                     )
                     rows.append((kind, size, "ours, HTTP", timed))
                 print(f"{what}: done", flush=True)
