@@ -84,6 +84,7 @@ from webagents.portal.scope import SystemScope  # noqa: E402
 from webagents.portal.settings import MemoryQuotas, PortalSettings  # noqa: E402
 
 CALLERS = 100
+NOTE_WORDS = (20, 40)  # a note holds this many of _WORDS (at random: 30 on average)
 # The bench's agents keep more notes than `portal serve`'s default quotas let one agent keep.
 UNBOUNDED = MemoryQuotas(
     agent_entries=10**9,
@@ -123,7 +124,7 @@ def notes(count: int) -> list[Note]:
             if slot == CALLERS + 1
             else f"caller:user{slot}"
         )
-        words = rng.choices(_WORDS, k=rng.randint(20, 40))  # 30 of _WORDS, on average
+        words = rng.choices(_WORDS, k=rng.randint(*NOTE_WORDS))
         made.append(Note(namespace, f"note-{n}", " ".join(words[:5]), " ".join(words)))
     return made
 
@@ -140,7 +141,7 @@ def queries(count: int, seed: int) -> list[str]:
 def words_common(count: int) -> bool:
     """Whether each of the notes' words is in ranking.COMMON_AT of `count` notes or more (a
     note holds 30 of the 3,000 words: 1% of the notes hold each, 1,000 of 100,000)."""
-    return count * 30 / len(_WORDS) >= ranking.COMMON_AT
+    return count * sum(NOTE_WORDS) / 2 / len(_WORDS) >= ranking.COMMON_AT
 
 
 @dataclass
@@ -247,12 +248,16 @@ def load(engine: Engine, key: str, batch: list[Note], dimensions: int, model: st
 
 
 def layer_timings(
-    engine: Engine, key: str, embedder: Embedder, asked: Iterator[str], repeat: int, what: str
+    engine: Engine,
+    key: str,
+    embedder: Embedder,
+    asked: Iterator[str],
+    repeat: int,
+    what: str,
+    notes: int,
 ) -> dict[str, float]:
     fresh = iter(range(10**9))
-    with store_of(engine, key, reads=True) as store:
-        common = words_common(store.usage().entries)
-    found = {"caller": Found(common), "all": Found(common)}
+    found = {"caller": Found(words_common(notes)), "all": Found(words_common(notes))}
 
     def put() -> None:
         with store_of(engine, key) as store:
@@ -604,7 +609,9 @@ def main() -> None:
                 key, _ = make_agent(engine)
                 loaded = load(engine, key, batch, embedder.dimensions, embedder.name)
                 what = f"{kind} {size}"
-                layer = layer_timings(engine, key, embedder, asked, args.repeat, what + " layer")
+                layer = layer_timings(
+                    engine, key, embedder, asked, args.repeat, what + " layer", size
+                )
                 if kind == "sqlite":
                     layer["put NORMAL"] = sqlite_put_normal(url, key, asked, args.repeat)
                 rows.append((kind, size, "ours, store layer", {"load s": loaded, **layer}))

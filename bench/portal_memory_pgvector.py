@@ -159,7 +159,10 @@ def ours(
     with engine.begin() as connection:
         connection.execute(text("ANALYZE"))
     passes = [
-        {"load s": loaded, **layer_timings(engine, key, embedder, asked, repeat, f"pass {n}")}
+        {
+            "load s": loaded,
+            **layer_timings(engine, key, embedder, asked, repeat, f"pass {n}", len(batch)),
+        }
         for n in (1, 2)
     ]
     keys, spaces, vectors = stored_vectors(engine, key, embedder.name)

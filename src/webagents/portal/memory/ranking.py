@@ -29,14 +29,13 @@ and, in an agent of fewer notes, is bm25's inverse document frequency among all 
 bound is what keeps a search cheap in a large store: each query word's notes are counted up to
 COMMON_AT only, and the full-text half need not search for a common word where meaning answers
 (search.candidates: in 100,000 notes such a word's matches are thousands, each ranked for a
-bonus of nothing).
-The weight is measured too: at 0.1 a note holding a word no other note
-holds passes one nearer by meaning by up to 0.1, and in a small store most words are in
-few notes (tests/portal/test_memory_search_ranking.py's nine: the paraphrase's note, 0.09
-nearer than one holding "centre", lost first place); at 0.05 it stays first, and the rule
-met exact cosine's recall@1 for one caller (0.72 at 5,000 notes, 0.52 at 100,000) and put the
-name's note first for 0.96 across all namespaces (0.92 by place alone). It costs a count of
-the notes holding each query word, up to COMMON_AT (search.holding).
+bonus of nothing). The weight is measured too: at 0.1 a note holding a word no other note holds
+passes one nearer by meaning by up to 0.1, and in a small store most words are in few notes
+(tests/portal/test_memory_search_ranking.py's nine: the paraphrase's note, 0.09 nearer than one
+holding "centre", lost first place); at 0.05 it stays first, and the rule met exact cosine's
+recall@1 for one caller (0.72 at 5,000 notes, 0.52 at 100,000) and put the name's note first
+for 0.96 across all namespaces (0.92 by place alone). It costs a count of the notes holding
+each query word, up to COMMON_AT (search.holding).
 """
 
 from __future__ import annotations

@@ -84,7 +84,8 @@ def search(
     # The full-text candidates' text, for the rarity of the words they hold; without meaning
     # the full-text order stands (ranking.rank): nothing is read for it.
     entries = store.live_by_ids(found.by_text) if found.by_meaning else {}
-    rare = rarities(found.holding, store.usage().entries, list(entries.values()))
+    notes = store.usage().entries if entries else 0
+    rare = rarities(found.holding, notes, list(entries.values()))
     ranked = ranking.rank(found.by_text, found.by_meaning, rarities=rare)[:size]
     unread = [i for i in ranked if i not in entries]  # the hits found by meaning alone
     entries.update(store.live_by_ids(unread))
@@ -108,7 +109,8 @@ class Candidates:
     by_meaning: list[ranking.Scored]
     semantic: Semantic
     # How many of the agent's live notes hold each query word (folded, as `rarities` reads
-    # notes), up to ranking.COMMON_AT; empty without an embedder (the full-text order stands).
+    # notes), up to ranking.COMMON_AT; empty where meaning found nothing (the full-text order
+    # stands).
     holding: dict[str, int]
 
     def every(self) -> list[uuid.UUID]:
@@ -138,18 +140,15 @@ def candidates(
     wanted = sorted({check_namespace(n) for n in namespaces}) if namespaces is not None else None
     semantic: Semantic = "off"
     by_meaning: list[ranking.Scored] = []
-    counted: dict[str, int] = {}
     if embedder is not None:
-        counted = holding(store, words)
         try:
             by_meaning = _by_meaning(store, embedder, query, wanted, pool)
             semantic = "on"
         except Exception:  # a model endpoint down: full-text still answers
             log.warning("semantic search failed; answering with full-text only", exc_info=True)
             semantic = "unavailable"
-    searched = words
-    if by_meaning:
-        searched = [w for w in words if counted[_folded(w)] < ranking.COMMON_AT]
+    counted = holding(store, words) if by_meaning else {}
+    searched = [w for w in words if counted.get(_folded(w), 0) < ranking.COMMON_AT]
     by_text = _full_text(store, searched, wanted, pool) if searched else []
     return Candidates(by_text, by_meaning, semantic, counted)
 
@@ -181,7 +180,7 @@ def _sqlite_text(
     # tokens, a superset), then the namespaces exactly. Many namespaces are not narrowed
     # inside FTS5: each phrase reads the postings of its tokens ("caller" is in every
     # caller's note), so a hundred of them cost more than ranking all of the agent's matches.
-    match = f'agent_id:"{store.agent_id.hex}"'
+    match = _fts_agent(store)
     if namespaces is not None and len(namespaces) <= FTS_NAMESPACE_PHRASES:
         phrases = " OR ".join(f'namespace:"{_quoted(n)}"' for n in namespaces)
         match += f" AND ({phrases})"
@@ -195,6 +194,11 @@ def _sqlite_text(
     if namespaces is not None:
         statement = statement.bindparams(bindparam("namespaces", expanding=True))
     return [uuid.UUID(str(row[0])) for row in store.run(statement, params)]
+
+
+def _fts_agent(store: MemoryStore) -> str:
+    """The FTS5 filter of the store's agent (its id's hex: no quote in it)."""
+    return f'agent_id:"{store.agent_id.hex}"'
 
 
 def _quoted(namespace: str) -> str:
@@ -257,30 +261,25 @@ def holding(store: MemoryStore, words: Sequence[str]) -> dict[str, int]:
     """How many of the agent's live notes hold each of `words` (folded), up to
     ranking.COMMON_AT: one statement, a capped index read a word."""
     folded = sorted({_folded(w) for w in words})
-    cap = ranking.COMMON_AT
-    params: dict[str, object] = {"cap": cap}
-    counts = []
-    for n, word in enumerate(folded):
-        if store.on_postgresql:
-            params[f"w{n}"] = word
-            counts.append(
-                f"SELECT {n}, count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = :agent "
-                f"AND deleted_at IS NULL AND search_vector @@ plainto_tsquery('simple', :w{n}) "
-                f"LIMIT :cap) AS holding{n}"
-            )
-        else:  # a \w+ run holds no quote
-            params[f"w{n}"] = (
-                f'agent_id:"{store.agent_id.hex}" AND {{key description content}}: "{word}"'
-            )
-            counts.append(
-                f"SELECT {n}, count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH "
-                f":w{n} LIMIT :cap)"
-            )
-    statement = text(" UNION ALL ".join(counts))
+    if store.on_postgresql:
+        count = (
+            "SELECT {n}, count(*) FROM (SELECT 1 FROM memory_entries WHERE agent_id = :agent "
+            "AND deleted_at IS NULL AND search_vector @@ plainto_tsquery('simple', :w{n}) "
+            "LIMIT :cap) AS holding{n}"
+        )
+        asked = folded
+    else:  # a \w+ run holds no quote
+        count = (
+            "SELECT {n}, count(*) FROM (SELECT 1 FROM memory_fts WHERE memory_fts MATCH :w{n} "
+            "LIMIT :cap)"
+        )
+        asked = [f'{_fts_agent(store)} AND {{key description content}}: "{w}"' for w in folded]
+    statement = text(" UNION ALL ".join(count.format(n=n) for n in range(len(folded))))
     if store.on_postgresql:
         statement = _typed(statement, None)
-    rows: list[Any] = list(store.run(statement, params))
-    return {folded[int(n)]: int(count) for n, count in rows}
+    params: dict[str, object] = {f"w{n}": a for n, a in enumerate(asked)}
+    rows: list[Any] = list(store.run(statement, {**params, "cap": ranking.COMMON_AT}))
+    return {folded[int(n)]: int(found) for n, found in rows}
 
 
 def _typed(statement: TextClause, namespaces: list[str] | None) -> TextClause:
