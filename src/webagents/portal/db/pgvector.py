@@ -43,10 +43,13 @@ BACKFILL_BATCH = 2000
 MIN_VERSION = (0, 8)  # hnsw.iterative_scan (vector_index.py)
 # The HNSW graph's links per node and candidates kept while it is built. pgvector's defaults
 # (16, 64) found 0.83 of the true ten at most (ef_search 1000) on the local model's vectors
-# of 100,000 notes; these found 0.985, their build four times as long (bench/README.md,
-# bench/pgvector_recall.py). Part of the index's name: an index built otherwise is replaced
-# at the next start (`enable`).
-HNSW_M, HNSW_EF_CONSTRUCTION = 32, 200
+# of 100,000 notes; m 32 with ef_construction 200 found 0.925-0.985 (builds differ), with
+# 400 0.966, the question's own note among the ten for 0.70 of them against exact's 0.74
+# (0.65 at 200), at the same search time, its build 1.8 times as long (bench/README.md,
+# bench/pgvector_recall.py, 2026-12-07; m 64 found 0.979 at 1.5 times the search time).
+# Part of the index's name: an index built otherwise is replaced at the next start
+# (`enable`).
+HNSW_M, HNSW_EF_CONSTRUCTION = 32, 400
 BUILD_AT_START_UP_TO = 20_000
 """A model's index over more vectors than this is left to the operator (the log says how)."""
 

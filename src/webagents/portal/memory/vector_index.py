@@ -30,9 +30,10 @@ from ..db.pgvector import COLUMN, literal, quoted
 from .repository import MemoryStore
 
 # Up to this many live entries an agent's search of all its namespaces is exact; past it,
-# the model's HNSW index (db/pgvector.py: m 32, ef_construction 200) with EF_SEARCH. Measured
+# the model's HNSW index (db/pgvector.py: m 32, ef_construction 400) with EF_SEARCH. Measured
 # on the local model's vectors of 100,000 English notes (bench/README.md,
-# bench/pgvector_recall.py; a 2-core machine at load 14-16): the index found 0.985 of the
+# bench/pgvector_recall.py; a 2-core machine at load 14-16): the index (ef_construction
+# 200 then; 0.925-0.966 on a quiet machine on 2026-12-07) found 0.985 of the
 # true ten at ef_search 1000 (0.92 at 400; pgvector's default index 0.83 at most) in 61-95 ms
 # at the median, where the exact search took 780-790 ms; at 10,000 the exact search took
 # 160-190 ms, at 5,000 (load 3) 27 ms against the index's 3-7. (On random vectors, HNSW's
