@@ -52,6 +52,7 @@ from portal_memory import (
     queries,
     store_of,
 )
+from search_quality import SHARED_BUFFERS
 from sqlalchemy import Engine, text
 from tests.portal.bulk_notes import bulk_notes
 from tests.portal.databases import PostgresServer, _Cluster
@@ -295,7 +296,7 @@ def main() -> None:
     parser.add_argument("--bulk", action="store_true", help="our notes written in bulk")
     parser.add_argument(
         "--shared-buffers",
-        default="1GB",
+        default=SHARED_BUFFERS,
         help="the PostgreSQL server's cache, for both stores (its default, 128MB, holds a "
         "fraction of 100,000 notes' vectors and their index: searches then wait on reads)",
     )
@@ -304,7 +305,11 @@ def main() -> None:
 
 
 def run(
-    sizes: list[int], repeat: int, memory: bool, bulk: bool = False, shared_buffers: str = "1GB"
+    sizes: list[int],
+    repeat: int,
+    memory: bool,
+    bulk: bool = False,
+    shared_buffers: str = SHARED_BUFFERS,
 ) -> None:
     bin_dir = _bin_dir()
     if bin_dir is None:

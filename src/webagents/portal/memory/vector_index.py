@@ -32,13 +32,13 @@ from .repository import MemoryStore
 # Up to this many live entries an agent's search of all its namespaces is exact; past it,
 # the model's HNSW index (db/pgvector.py: m 32, ef_construction 400) with EF_SEARCH. Measured
 # on the local model's vectors of 100,000 English notes (bench/README.md,
-# bench/pgvector_recall.py; a 2-core machine at load 14-16): the index (ef_construction
-# 200 then; 0.925-0.966 on a quiet machine on 2026-12-07) found 0.985 of the
-# true ten at ef_search 1000 (0.92 at 400; pgvector's default index 0.83 at most) in 61-95 ms
-# at the median, where the exact search took 780-790 ms; at 10,000 the exact search took
-# 160-190 ms, at 5,000 (load 3) 27 ms against the index's 3-7. (On random vectors, HNSW's
-# worst case, the default index found 0.23 at 100,000: the exact search answers below this
-# size, and wherever the index gives fewer than asked.)
+# bench/pgvector_recall.py; a 2-core machine at load 14-16): the index found 0.985 of the
+# true ten at ef_search 1000 (0.92 at 400; pgvector's default index 0.83 at most; the graph's
+# own recall, build by build: db/pgvector.py) in 61-95 ms at the median, where the exact
+# search took 780-790 ms (20-24 against 355-394 ms on a quiet machine, 2026-12-07); at
+# 10,000 the exact search took 160-190 ms, at 5,000 (load 3) 27 ms against the index's 3-7.
+# (On random vectors, HNSW's worst case, the default index found 0.23 at 100,000: the exact
+# search answers below this size, and wherever the index gives fewer than asked.)
 EXACT_UP_TO = 20_000
 EF_SEARCH = 1000  # candidates the HNSW scan keeps: pgvector's most (its default 40 lost half)
 ITERATIVE = "relaxed_order"  # or strict_order: pgvector's hnsw.iterative_scan
